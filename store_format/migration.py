@@ -1,0 +1,132 @@
+"""Header-version migration (seed 004, docs/FORMAT.md section 9).
+
+Each segment is rewritten to `seg-NNNNNN.dat.migrating`, verified (record count, every CRC),
+then a manifest carrying the roll-forward intent is committed, the originals are renamed to
+`.bak` and the new files into place, and a final manifest commits the new header version.
+`recover` (run by every writer on open) finishes an interrupted roll-forward or, without an
+intent, deletes orphaned `.migrating` files; so a crash leaves the old store or the new one.
+
+The caller holds the writer lock.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+
+from . import headers as hdr
+from . import manifest as mf
+from . import segments as sg
+from .errors import InvalidRecord
+from .fileio import fsync_dir
+
+SUFFIX = ".migrating"
+BACKUP = ".bak"
+_CHUNK = 16_384  # records converted per batch: bounds memory on large segments
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a migration would do (the `--dry-run` report)."""
+
+    from_versions: list[int]
+    to_version: int
+    segments: int
+    records: int
+    lossy: bool
+    loses: dict  # field -> number of records whose value would be lost
+    bytes_before: int
+    bytes_after: int
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def plan(store_dir, m: mf.Manifest, to_version: int) -> Plan:
+    store = Path(store_dir)
+    hdr.check_version(to_version)
+    versions, records, loses = set(), 0, {"arousal": 0, "storage_strength": 0}
+    before = after = 0
+    for s in m.segments:
+        r = sg.SegmentReader(store / s.file, s.records, expected_dim=m.dim)
+        v = r.header.header_version
+        versions.add(v)
+        records += r.n
+        before += sg.FILE_HEADER_BYTES + r.n * r.header.stride
+        after += sg.FILE_HEADER_BYTES + r.n * sg.record_stride(to_version, m.dim)
+        if v >= 2 and to_version == 1 and r.n:
+            loses["arousal"] += int(np.count_nonzero(r.headers["arousal"]))
+            loses["storage_strength"] += int(np.count_nonzero(r.headers["storage_strength"] != 1.0))
+    lossy = any(v > to_version for v in versions)
+    return Plan(sorted(versions), to_version, len(m.segments), records, lossy,
+                {k: n for k, n in loses.items() if n}, before, after)
+
+
+def migrate(store_dir, m: mf.Manifest, to_version: int) -> mf.Manifest:
+    """Rewrite every segment whose header version differs from `to_version`; return the
+    committed manifest. Segments already in the target layout are left alone."""
+    store = Path(store_dir)
+    hdr.check_version(to_version)
+    todo = []
+    for s in m.segments:
+        number = int(s.file[4:10])
+        src = sg.SegmentReader(store / s.file, s.records, expected_dim=m.dim,
+                               expected_number=number)
+        if src.header.header_version != to_version:
+            _write_converted(store, s, src, number, to_version, m.dim)
+            todo.append(s.file)
+    intent = dataclasses.replace(m, migration={"to": to_version, "files": todo}).next_generation()
+    if todo:
+        mf.write_manifest(store, intent)
+        _roll_forward(store, intent)
+    final = dataclasses.replace(intent, header_version=to_version, migration=None).next_generation()
+    mf.write_manifest(store, final)
+    return final
+
+
+def recover(store_dir, m: mf.Manifest) -> mf.Manifest:
+    """Finish an interrupted migration, or delete orphaned `.migrating` files."""
+    store = Path(store_dir)
+    if m.migration:
+        _roll_forward(store, m)
+        m = dataclasses.replace(m, header_version=m.migration["to"], migration=None).next_generation()
+        mf.write_manifest(store, m)
+    for entry in os.scandir(store):
+        if entry.name.endswith(SUFFIX):
+            os.unlink(entry.path)
+    fsync_dir(store)
+    return m
+
+
+def _write_converted(store: Path, s: mf.Segment, src: sg.SegmentReader, number: int,
+                     to_version: int, dim: int) -> None:
+    tmp = store / (s.file + SUFFIX)
+    sg.create_segment(tmp, to_version, dim, number, created_ms=src.header.created_ms,
+                      overwrite=True)
+    w = sg.SegmentWriter(tmp, 0, expected_dim=dim)
+    try:
+        for start in range(0, src.n, _CHUNK):
+            rec = src.records[start:start + _CHUNK]
+            headers = hdr.convert_headers(rec, src.header.header_version, to_version)
+            w.append(sg.pack_records(headers, np.asarray(rec["vector"]), rec["record_id"],
+                                     rec["payload_offset"], rec["payload_length"], to_version))
+    finally:
+        w.close()
+    info = sg.verify_segment(tmp, src.n, expected_dim=dim, expected_number=number)
+    if info.records != src.n or (src.n and info.last_id != int(src.ids[-1])):
+        os.unlink(tmp)
+        raise InvalidRecord(f"migrated copy holds {info.records} records, source {src.n}",
+                            path=str(tmp))
+
+
+def _roll_forward(store: Path, m: mf.Manifest) -> None:
+    """Idempotent: for each file of the intent, original -> .bak, .migrating -> original."""
+    for name in m.migration["files"]:
+        tmp, final, bak = store / (name + SUFFIX), store / name, store / (name + BACKUP)
+        if tmp.exists():
+            if final.exists():
+                os.replace(final, bak)
+            os.replace(tmp, final)
+    fsync_dir(store)

@@ -1,0 +1,57 @@
+"""Exit codes (sysexits.h where one fits) and the mapping from exceptions to them.
+
+The README's exit-code table is generated from EXIT_CODES; a test keeps them in step.
+"""
+from __future__ import annotations
+
+OK = 0
+USAGE = 2          # bad flags or arguments (typer/click's own code)
+DATAERR = 65       # malformed input, or a store whose bytes contradict the format
+NOINPUT = 66       # no store (or input file) where one was expected
+INTERNAL = 70      # a bug in synapse
+IOERR = 74         # the OS refused a read or write (disk full, permissions)
+TEMPFAIL = 75      # the writer lock is busy, or a time budget ran out; try again later
+NOPERM = 77        # an unsafe store: symlinks planted inside, files owned by someone else
+INTERRUPTED = 130  # SIGINT
+
+EXIT_CODES = {
+    OK: "success (also a recall that was rejected by the gate)",
+    1: "`inspect verify` found damage (it prints the file and offset)",
+    USAGE: "usage error: unknown option, missing argument, bad value",
+    DATAERR: "malformed input (message names the line), or a corrupt store (names file and offset)",
+    NOINPUT: "no store at the given path, or an input file that does not exist",
+    INTERNAL: "internal error: a bug in synapse, please report it",
+    IOERR: "I/O error: disk full, permission denied, read-only file system",
+    TEMPFAIL: "another writer holds the store lock (after --lock-timeout), or --max-seconds ran out",
+    NOPERM: "unsafe store refused: a symlink inside it or files owned by another user",
+    INTERRUPTED: "interrupted (SIGINT); nothing half-written is left behind",
+}
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line (plus an optional hint), no traceback."""
+
+    def __init__(self, message: str, code: int = DATAERR, hint: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.hint = hint
+
+
+def code_for(exc: BaseException) -> int:
+    from store_format import errors as e
+
+    if isinstance(exc, UserError):
+        return exc.code
+    if isinstance(exc, e.LockTimeout):
+        return TEMPFAIL
+    if isinstance(exc, e.StoreNotFound):
+        return NOINPUT
+    if isinstance(exc, e.UnsafeStore):
+        return NOPERM
+    if isinstance(exc, e.StoreIOError):
+        return IOERR
+    if isinstance(exc, e.StoreError):
+        return DATAERR
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED
+    return INTERNAL

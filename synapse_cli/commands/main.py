@@ -1,0 +1,94 @@
+"""The `synapse` command: global options, subcommand registration, error -> exit code.
+
+Each subcommand lives in its own module and only parses, calls one engine function and renders.
+"""
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Optional
+
+import typer
+
+from .. import __version__
+from . import exits, output
+
+app = typer.Typer(
+    name="synapse",
+    help="Local episodic-semantic memory for LLM agents: ingest, consolidate, recall.",
+    add_completion=True,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class Globals:
+    store: Optional[str] = None
+    lock_timeout: float = 30.0
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"synapse {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    store: Optional[str] = typer.Option(
+        None, "--store", "-s", metavar="DIR",
+        help="Store directory (default: $SYNAPSE_HOME, else $XDG_DATA_HOME/synapse).",
+    ),
+    lock_timeout: float = typer.Option(
+        30.0, "--lock-timeout", envvar="SYNAPSE_LOCK_TIMEOUT", metavar="SECONDS",
+        help="How long a writer waits for another writer before exiting 75.",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No messages on stderr except errors."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    Globals.store = store
+    Globals.lock_timeout = lock_timeout
+    output.Out.quiet = quiet
+
+
+def _register() -> None:
+    from . import inspect_cmd, migrate_cmd
+
+    for module in (inspect_cmd, migrate_cmd):
+        module.register(app)
+
+
+_register()
+
+
+def run(argv: list[str] | None = None) -> None:
+    """Entry point: run the app and turn every outcome into an exit code."""
+    import click
+
+    try:
+        rv = app(args=argv, standalone_mode=False, prog_name="synapse")
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        output.error("aborted")
+        sys.exit(exits.INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exits.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        sys.exit(exits.INTERRUPTED)
+    except BrokenPipeError:
+        sys.exit(0)  # `synapse recall ... | head` is not an error
+    except Exception as exc:  # noqa: BLE001 - the one place every error is classified
+        code = exits.code_for(exc)
+        if code == exits.INTERNAL:
+            traceback.print_exc()
+            output.error("internal error (a bug in synapse); please report it with the traceback above")
+        else:
+            output.error(str(exc), getattr(exc, "hint", None))
+        sys.exit(code)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,76 @@
+"""Where output goes: data to stdout (NDJSON via orjson, or a rich table on a terminal),
+everything else to stderr. Nothing here decides *what* to print, only how.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterable
+
+import orjson
+
+
+class Out:
+    """Output settings for one invocation (set by the top-level callback)."""
+
+    quiet: bool = False
+    json: bool = False
+
+    @staticmethod
+    def stdout_is_tty() -> bool:
+        return sys.stdout.isatty()
+
+    @staticmethod
+    def stderr_is_tty() -> bool:
+        return sys.stderr.isatty()
+
+    @classmethod
+    def want_table(cls) -> bool:
+        """A rich table only for a person at a terminal who did not ask for JSON."""
+        return not cls.json and cls.stdout_is_tty()
+
+
+def _no_color() -> bool:
+    return "NO_COLOR" in os.environ
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True, no_color=_no_color(), highlight=False)
+
+
+def stdout_console():
+    from rich.console import Console
+
+    return Console(no_color=_no_color(), highlight=False)
+
+
+def emit(obj: Any) -> None:
+    """One JSON object on one line of stdout."""
+    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def emit_all(objs: Iterable[Any]) -> None:
+    for obj in objs:
+        emit(obj)
+
+
+def info(message: str) -> None:
+    """A progress/summary message on stderr; silent with --quiet or when not on a terminal
+    unless the caller says it matters (use `warn` for that)."""
+    if not Out.quiet and Out.stderr_is_tty():
+        stderr_console().print(message)
+
+
+def warn(message: str) -> None:
+    """Something the user must see even from cron (stderr, unless --quiet)."""
+    if not Out.quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+def error(message: str, hint: str | None = None) -> None:
+    print(f"synapse: error: {message}", file=sys.stderr, flush=True)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr, flush=True)

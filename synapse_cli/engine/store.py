@@ -1,0 +1,295 @@
+"""The Store: a thin owner of one store directory's files (docs/FORMAT.md).
+
+`Store.open(path)` is a read-only snapshot of what the manifest commits; it takes no lock.
+`StoreWriter.open(path)` takes the writer lock, recovers from a crash, and stages appends that
+become visible only on `commit()` (one manifest replacement). Algorithms live elsewhere.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+
+from store_format import graph_files as gf
+from store_format import manifest as mf
+from store_format import migration, segments as sg
+from store_format.errors import InvalidRecord, StoreNotFound
+from store_format.fileio import DIR_MODE
+from store_format.headers import Header, array_to_headers
+from store_format.lock import WriterLock
+from store_format.payload import PayloadReader, PayloadWriter, create_payload_log
+from store_format.vectors import quantize_batch
+
+from .memory import NewMemory
+
+DEFAULT_DIM = 384
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+
+class Store:
+    """Read-only view of the committed state of a store."""
+
+    def __init__(self, path: Path, manifest: mf.Manifest):
+        self.path = Path(path)
+        self.manifest = manifest
+        self.segments: list[sg.SegmentReader] = []
+        for seg in manifest.segments:
+            number = int(seg.file[4:10])
+            self.segments.append(sg.SegmentReader(self.path / seg.file, seg.records,
+                                                  expected_dim=manifest.dim,
+                                                  expected_number=number))
+        self.payload = PayloadReader(self.path / manifest.payload.file, manifest.payload.bytes)
+        self._ids: np.ndarray | None = None
+        self._starts: np.ndarray | None = None
+        self._graph: gf.CSRGraph | None = None
+
+    @classmethod
+    def open(cls, path: os.PathLike | str) -> "Store":
+        path = Path(path)
+        return cls(path, mf.read_manifest(path))
+
+    def close(self) -> None:
+        self.payload.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- records -----------------------------------------------------------------------------
+
+    @property
+    def count(self) -> int:
+        return sum(s.n for s in self.segments)
+
+    @property
+    def ids(self) -> np.ndarray:
+        """All committed record ids, u64, increasing (tombstoned ones included)."""
+        if self._ids is None:
+            parts = [np.asarray(s.ids) for s in self.segments]
+            self._ids = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+            self._starts = np.cumsum([0] + [s.n for s in self.segments])
+        return self._ids
+
+    def locate(self, record_id: int) -> tuple[int, int]:
+        """(segment index, row) of a record id; KeyError when the store has no such record."""
+        ids = self.ids
+        pos = int(np.searchsorted(ids, np.uint64(record_id)))
+        if pos >= len(ids) or int(ids[pos]) != int(record_id):
+            raise KeyError(record_id)
+        seg = int(np.searchsorted(self._starts, pos, side="right")) - 1
+        return seg, pos - int(self._starts[seg])
+
+    def header(self, record_id: int) -> Header:
+        seg, row = self.locate(record_id)
+        return self.segments[seg].header_at(row)
+
+    def vector(self, record_id: int) -> np.ndarray:
+        seg, row = self.locate(record_id)
+        return np.array(self.segments[seg].vectors[row])
+
+    def body(self, record_id: int) -> dict:
+        seg, row = self.locate(record_id)
+        s = self.segments[seg]
+        return self.payload.read(int(s.payload_offsets[row]), int(s.payload_lengths[row]),
+                                 int(record_id))
+
+    def headers(self) -> list[np.ndarray]:
+        """Per segment: the structured header view of its committed records (header version
+        of that segment)."""
+        return [s.headers for s in self.segments]
+
+    # --- graph -------------------------------------------------------------------------------
+
+    def graph(self) -> gf.CSRGraph:
+        """The live graph: CSR snapshot plus the committed edge-log tail."""
+        if self._graph is None:
+            self._graph = gf.live_graph(self.path, *self.manifest.graph)
+        return self._graph
+
+
+class StoreWriter(Store):
+    """The single writer. Use as a context manager; nothing is visible until `commit()`."""
+
+    def __init__(self, path: Path, manifest: mf.Manifest, lock: WriterLock):
+        super().__init__(path, manifest)
+        self.lock = lock
+        self._seg_writer: sg.SegmentWriter | None = None
+        self._payload_writer: PayloadWriter | None = None
+        self._edge_entries: list[np.ndarray] = []
+        self._pending = dataclasses.replace(manifest)
+
+    @classmethod
+    def open(cls, path: os.PathLike | str, lock_timeout: float = 30.0, create: bool = False,
+             dim: int = DEFAULT_DIM, embedder: str = DEFAULT_EMBEDDER,
+             header_version: int = 3) -> "StoreWriter":
+        path = Path(path)
+        if not path.exists():
+            if not create:
+                raise StoreNotFound("no store here", str(path))
+            path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        lock = WriterLock(path, lock_timeout).acquire()
+        try:
+            if not (path / mf.MANIFEST_NAME).exists():
+                if not create:
+                    raise StoreNotFound("no MANIFEST: not a synapse store", str(path))
+                _initialise(path, dim, embedder, header_version)
+            manifest = migration.recover(path, mf.read_manifest(path, check_files=False))
+            _remove_uncommitted_files(path, manifest)
+            return cls(path, mf.read_manifest(path), lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    def close(self) -> None:
+        """Release files and the lock; anything not committed is dropped (truncated later)."""
+        for w in (self._seg_writer, self._payload_writer):
+            if w is not None:
+                w.close()
+        super().close()
+        self.lock.release()
+
+    # --- staging -----------------------------------------------------------------------------
+
+    def append(self, memories: list[NewMemory]) -> list[int]:
+        """Append memories (payload first, then records); return their new record ids."""
+        if not memories:
+            return []
+        m = self._pending
+        vectors = np.stack([np.asarray(x.vector, dtype=np.float32) for x in memories])
+        if vectors.shape[1] != m.dim:
+            raise ValueError(f"vectors have dim {vectors.shape[1]}, the store {m.dim}")
+        q, norms = quantize_batch(vectors)
+        first = m.next_record_id
+        ids = list(range(first, first + len(memories)))
+        pointers = self._payloads().append(
+            [(rid, mem.body()) for rid, mem in zip(ids, memories)])
+        headers = [mem.header(norm) for mem, norm in zip(memories, norms)]
+        done = 0
+        while done < len(memories):
+            w = self._segment_with_room()
+            take = min(w.room, len(memories) - done)
+            sl = slice(done, done + take)
+            records = sg.pack_records(headers[sl], q[sl], ids[sl],
+                                      [p[0] for p in pointers[sl]], [p[1] for p in pointers[sl]],
+                                      w.header.header_version)
+            count = w.append(records)
+            m = self._pending  # _segment_with_room may have added a segment
+            segs = list(m.segments)
+            segs[-1] = mf.Segment(segs[-1].file, count)
+            m = dataclasses.replace(m, segments=segs)
+            done += take
+            self._pending = m
+        self._pending = dataclasses.replace(
+            m, next_record_id=first + len(memories),
+            payload=mf.PayloadRef(m.payload.file, self._payloads().length))
+        return ids
+
+    def add_edges(self, src, dst, etype, weight=1.0, op=gf.UPSERT) -> None:
+        """Stage edges (record ids) for the edge log; written at commit."""
+        entries = gf.make_entries(src, dst, etype, weight, op)
+        if len(entries):
+            self._edge_entries.append(entries)
+
+    def rewrite(self, record_id: int, header: Header | None = None,
+                vector: np.ndarray | None = None, body: dict | None = None) -> None:
+        """Replace a committed record's header, vector (float32, requantised) or payload.
+
+        The record is rewritten in place with one pwrite (CRC included) and is visible to
+        readers at once; a new payload entry is appended and committed with the transaction.
+        """
+        seg, row = self.locate(record_id)
+        reader = self.segments[seg]
+        old = reader.records[row]
+        version = reader.header.header_version
+        h = header if header is not None else reader.header_at(row)
+        q = np.array(old["vector"], dtype=np.int8)
+        if vector is not None:
+            qv, norms = quantize_batch(np.asarray(vector, np.float32)[None, :])
+            q, h = qv[0], h.replace(exact_norm=float(norms[0]))
+        off, length = int(old["payload_offset"]), int(old["payload_length"])
+        if body is not None:
+            (off, length), = self._payloads().append([(int(record_id), body)])
+            self._pending = dataclasses.replace(
+                self._pending, payload=mf.PayloadRef(self._pending.payload.file,
+                                                     self._payloads().length))
+        data = sg.pack_record(h, q, int(record_id), off, length, version)
+        path = self.path / self.manifest.segments[seg].file
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        try:
+            sg.rewrite_record(fd, row, data, str(path))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def commit(self) -> mf.Manifest:
+        """Append staged edges, fsync everything, replace the manifest. Returns it."""
+        m = self._pending
+        if self._edge_entries:
+            entries = np.concatenate(self._edge_entries)
+            log = gf.EdgeLog(self.path / m.graph.log)
+            n = log.append(m.graph.log_entries, entries)
+            m = dataclasses.replace(m, graph=mf.GraphRef(m.graph.csr, m.graph.log, n))
+            self._edge_entries = []
+        m = m.next_generation()
+        mf.write_manifest(self.path, m)
+        self.manifest = self._pending = m
+        return m
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _payloads(self) -> PayloadWriter:
+        if self._payload_writer is None:
+            self._payload_writer = PayloadWriter(self.path / self.manifest.payload.file,
+                                                 self.manifest.payload.bytes)
+        return self._payload_writer
+
+    def _segment_with_room(self) -> sg.SegmentWriter:
+        m = self._pending
+        if self._seg_writer is not None and self._seg_writer.room > 0:
+            return self._seg_writer
+        if self._seg_writer is None and m.segments:
+            last = m.segments[-1]
+            w = sg.SegmentWriter(self.path / last.file, last.records, expected_dim=m.dim)
+            if w.room > 0:
+                self._seg_writer = w
+                return w
+            w.close()
+        if self._seg_writer is not None:
+            self._seg_writer.close()
+        number = len(m.segments) + 1
+        name = sg.segment_file_name(number)
+        sg.create_segment(self.path / name, m.header_version, m.dim, number, overwrite=True)
+        self._pending = dataclasses.replace(m, segments=list(m.segments) + [mf.Segment(name, 0)])
+        self._seg_writer = sg.SegmentWriter(self.path / name, 0, expected_dim=m.dim)
+        return self._seg_writer
+
+
+def _initialise(path: Path, dim: int, embedder: str, header_version: int) -> None:
+    """Create the files of an empty store; the manifest, written last, makes it a store."""
+    os.chmod(path, DIR_MODE)
+    m = mf.Manifest.new(dim=dim, embedder=embedder, header_version=header_version)
+    create_payload_log(path / m.payload.file, overwrite=True)
+    gf.EdgeLog.create(path / m.graph.log)
+    mf.write_manifest(path, m)
+
+
+def _remove_uncommitted_files(path: Path, m: mf.Manifest) -> None:
+    """Segments created by a transaction that never committed, and temp files, are garbage."""
+    named = {s.file for s in m.segments}
+    for entry in os.scandir(path):
+        name = entry.name
+        stale_segment = name.startswith("seg-") and name.endswith(".dat") and name not in named
+        if stale_segment or name.endswith(".tmp"):
+            os.unlink(entry.path)
+
+
+def open_store(path, writable: bool = False, **kw) -> Store:
+    """Open for reading (no lock) or writing (lock, recovery)."""
+    return StoreWriter.open(path, **kw) if writable else Store.open(path)
+
+
+__all__ = ["Store", "StoreWriter", "NewMemory", "open_store", "InvalidRecord", "array_to_headers"]
