@@ -89,3 +89,11 @@ def truncate(fd: int, length: int, path: os.PathLike | str) -> None:
         os.ftruncate(fd, length)
     except OSError as exc:
         raise _io_error(exc, path) from exc
+
+
+def open_for_read(path: os.PathLike | str) -> int:
+    """Open a store file read-only without following symlinks."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _io_error(exc, path) from exc

@@ -44,6 +44,7 @@ CSR_NAME = "graph.csr"
 EDGE_LOG_NAME = "edges.log"
 BM25_LOG_NAME = "bm25.log"
 BM25_VOCAB_NAME = "bm25.vocab"
+INGEST_NAME = "ingest.idx"
 SEGMENT_RE = re.compile(r"seg-(\d{6})\.dat")
 STORE_ID_RE = re.compile(r"[0-9a-f]{32}")
 HEADER_BYTES = {1: 32, 2: 48, 3: 64}  # record header size per header version (section 4)
@@ -86,6 +87,7 @@ class Manifest:
     graph: GraphRef = GraphRef(None, EDGE_LOG_NAME, 0)
     migration: dict | None = None
     bm25: dict | None = None  # {"log", "log_bytes", "vocab", "vocab_bytes"} (section 11)
+    ingest: dict | None = None  # {"file": "ingest.idx", "entries": n} (section 12)
 
     @classmethod
     def new(cls, dim: int, embedder: str, header_version: int = 3) -> Manifest:
@@ -122,6 +124,8 @@ def _to_body(m: Manifest) -> dict[str, Any]:
     }
     if m.bm25 is not None:
         body["bm25"] = m.bm25
+    if m.ingest is not None:
+        body["ingest"] = m.ingest
     if m.migration is not None:
         body["migration"] = m.migration
     return body
@@ -248,7 +252,7 @@ def _from_body(obj: Any, path: str) -> Manifest:
     c = _Checker(path)
     top = {"store_id", "generation", "header_version", "dim", "embedder", "next_record_id",
            "segments", "payload", "graph"}
-    obj = c.obj(obj, "manifest body", top, optional={"bm25", "migration"})
+    obj = c.obj(obj, "manifest body", top, optional={"bm25", "migration", "ingest"})
     store_id = c.string(obj["store_id"], "store_id")
     if not STORE_ID_RE.fullmatch(store_id):
         raise c.fail(f"store_id {store_id!r} is not 32 lowercase hex digits")
@@ -297,6 +301,12 @@ def _from_body(obj: Any, path: str) -> Manifest:
             if 0 < bm25[key] < 16:  # 0: not written yet; otherwise at least the file header
                 raise c.fail(f"bm25.{key} = {bm25[key]} is neither 0 nor >= 16")
 
+    ingest = None
+    if "ingest" in obj:
+        i = c.obj(obj["ingest"], "ingest", {"file", "entries"})
+        ingest = {"file": c.name(i["file"], "ingest.file", INGEST_NAME),
+                  "entries": c.integer(i["entries"], "ingest.entries", 0, MAX_U64 // 64)}
+
     migration = None
     if "migration" in obj:
         mig = c.obj(obj["migration"], "migration", {"to", "files"})
@@ -313,7 +323,7 @@ def _from_body(obj: Any, path: str) -> Manifest:
         migration = {"to": mig["to"], "files": list(mig["files"])}
 
     return Manifest(store_id, generation, header_version, dim, embedder, next_record_id,
-                    segments, payload, graph, migration, bm25)
+                    segments, payload, graph, migration, bm25, ingest)
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -403,6 +413,8 @@ def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
         needed += [(m.bm25[f], m.bm25[n]) for f, n in (("log", "log_bytes"), ("vocab", "vocab_bytes"))
                    if m.bm25[n] > 0]
 
+    if m.ingest is not None:
+        needed.append((m.ingest["file"], 16 + 40 * m.ingest["entries"]))
     for name, committed in needed:
         p = store / name
         try:

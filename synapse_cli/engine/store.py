@@ -225,6 +225,10 @@ class StoreWriter(Store):
         finally:
             os.close(fd)
 
+    def stage(self, **fields) -> None:
+        """Set manifest fields (e.g. `bm25`, `ingest` committed lengths) for the next commit."""
+        self._pending = dataclasses.replace(self._pending, **fields)
+
     def commit(self) -> mf.Manifest:
         """Append staged edges, fsync everything, replace the manifest. Returns it."""
         m = self._pending

@@ -28,10 +28,28 @@ from store_format.errors import (
     BadMagic, ChecksumMismatch, InvalidRecord, Truncated, UnsafeStore, UnsupportedVersion,
 )
 from store_format.fileio import fsync_dir, fsync_fd, open_for_append, pwrite_all, truncate
-from synapse_cli.kernels.bm25 import (
-    _CRC_TABLE, bm25_accumulate, crc32c_fast, crc32c_span, postings_csr,
-)
 from synapse_cli.models.tokenize import tokenize
+
+# numba (and the scipy it pulls in) costs ~0.5 s to import: `ingest` of one item must not pay
+# it, so kernels are imported on first use and small CRCs use the pure-Python loop.
+_SMALL_CRC = 256 * 1024
+
+
+def _kernels():
+    from synapse_cli.kernels import bm25 as k
+
+    return k
+
+
+def _crc(arr: np.ndarray, start: int, end: int) -> int:
+    if end - start <= _SMALL_CRC:
+        return crc32c(arr[start:end].tobytes())
+    k = _kernels()
+    return int(k.crc32c_span(arr, start, end, k._CRC_TABLE))
+
+
+def _crc_bytes(data: bytes) -> int:
+    return crc32c(data) if len(data) <= _SMALL_CRC else int(_kernels().crc32c_fast(data))
 
 VOCAB_MAGIC = b"SYNBM25V"
 LOG_MAGIC = b"SYNBM25L"
@@ -104,7 +122,7 @@ def _block_header(buf: bytes, pos: int, path: Path) -> tuple[int, int, int]:
 
 def _check_block_crc(arr: np.ndarray, pos: int, end: int, path: Path) -> None:
     stored = int(arr[end - 4:end].view("<u4")[0])
-    if stored != int(crc32c_span(arr, pos, end - 4, _CRC_TABLE)):
+    if stored != _crc(arr, pos, end - 4):
         raise ChecksumMismatch("block CRC mismatch", path, pos)
 
 
@@ -224,7 +242,7 @@ def _vocab_block(first_id: int, new_terms: Sequence[str]) -> bytes:
     text = "".join(t + "\n" for t in new_terms).encode("utf-8")
     head = struct.pack("<III", len(new_terms), len(text), first_id)
     body = head + struct.pack("<I", crc32c(head)) + text
-    return body + struct.pack("<I", crc32c_fast(body))
+    return body + struct.pack("<I", _crc_bytes(body))
 
 
 def _log_block(rec, dl, nt, term, tf, vocab_size: int) -> bytes:
@@ -235,7 +253,7 @@ def _log_block(rec, dl, nt, term, tf, vocab_size: int) -> bytes:
         np.asarray(nt, "<u4").tobytes(), np.asarray(term, "<u4").tobytes(),
         np.asarray(tf, "<u4").tobytes(), b"\0\0\0\0",
     ])
-    return body + struct.pack("<I", crc32c_fast(body))
+    return body + struct.pack("<I", _crc_bytes(body))
 
 
 def _append(path: Path, committed: int, magic: bytes, data: bytes) -> int:
@@ -283,11 +301,13 @@ class BM25Index:
         self._dead = np.zeros(0, dtype=np.uint64)
         self._csr = None  # (record_ids, doc_len, post_term, post_doc, indptr, csr_doc, csr_tf)
         self._stats = None  # (live, doc_norm, idf) for the current live set
+        self._append_only = False
 
     # ---- persistence
 
     @classmethod
-    def open(cls, store_dir: os.PathLike | str, committed: Mapping | None = None) -> "BM25Index":
+    def open(cls, store_dir: os.PathLike | str, committed: Mapping | None = None,
+             append_only: bool = False) -> "BM25Index":
         """Load the committed prefix of both files; ``committed`` is the manifest's ``bm25``.
 
         Parameters
@@ -314,6 +334,12 @@ class BM25Index:
         vocab_path = _safe_name(c["vocab"], store_dir)
         log_path = _safe_name(c["log"], store_dir)
         terms = read_vocab(vocab_path, c["vocab_bytes"])
+        if append_only:
+            # `ingest` only appends: the log is not read (the store's record ids already
+            # increase), which keeps a one-item ingest independent of the store's size.
+            index = cls(store_dir, c, terms, [])
+            index._append_only = True
+            return index
         blocks = read_log(log_path, c["log_bytes"], len(terms))
         return cls(store_dir, c, terms, blocks)
 
@@ -440,7 +466,7 @@ class BM25Index:
         if self._csr is None:
             rec, dl, nt, term, tf = self._arrays()
             post_doc = np.repeat(np.arange(len(rec), dtype=np.int32), nt)
-            indptr, csr_doc, csr_tf = postings_csr(term, tf, nt, len(self._terms))
+            indptr, csr_doc, csr_tf = _kernels().postings_csr(term, tf, nt, len(self._terms))
             self._csr = (rec, dl.astype(np.float64), term, post_doc, indptr, csr_doc, csr_tf)
         return self._csr
 
@@ -477,6 +503,8 @@ class BM25Index:
         scores : numpy.ndarray of float64
             rank-bm25's ``get_scores`` over the live corpus in the same order.
         """
+        if self._append_only:
+            raise RuntimeError("this BM25Index was opened append_only; reopen it to score")
         rec, _, _, _, indptr, csr_doc, csr_tf = self._postings()
         live, doc_norm, idf = self._live_stats()
         counts = Counter(self._term_id[t] for t in tokenize(query) if t in self._term_id)
@@ -484,7 +512,7 @@ class BM25Index:
         q_weights = idf[q_terms] * np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
         out = np.zeros(len(rec), dtype=np.float64)  # float64: exact agreement with rank-bm25
         if len(q_terms):
-            bm25_accumulate(indptr, csr_doc, csr_tf, q_terms, q_weights, doc_norm, live,
+            _kernels().bm25_accumulate(indptr, csr_doc, csr_tf, q_terms, q_weights, doc_norm, live,
                             self.k1, out)
         return rec[live], out[live]
 

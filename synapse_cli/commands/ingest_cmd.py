@@ -1,0 +1,99 @@
+"""`synapse ingest`: store what happened as episodic memories."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import output
+from .common import lock_timeout, store_path
+from .exits import DATAERR, NOINPUT, USAGE, UserError
+
+FORMATS = ("json", "text", "doc")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest")(ingest)
+
+
+def _read_inputs(files: list[str], fmt: str, skip_invalid: bool):
+    from ..engine import inputs
+
+    items, errors = [], []
+    for name in files or ["-"]:
+        if name == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            p = Path(name)
+            if not p.is_file():
+                raise UserError(f"{name}: no such file", code=NOINPUT)
+            data = p.read_bytes()
+        if fmt == "json":
+            parsed = inputs.parse_ndjson(data.splitlines(), name)
+        elif fmt == "text":
+            parsed = inputs.parse_text(data.splitlines(), name)
+        else:
+            parsed = inputs.parse_document(data, name)
+        for x in parsed:
+            (errors if isinstance(x, inputs.InputError) else items).append(x)
+            if isinstance(x, inputs.InputError) and not skip_invalid:
+                raise UserError(str(x), code=DATAERR,
+                                hint="nothing was stored; fix the line or pass --skip-invalid")
+    return items, errors
+
+
+def ingest(
+    files: Optional[List[str]] = typer.Argument(None, metavar="[FILE]...",
+                                                help="Input files; none or '-' reads stdin."),
+    fmt: str = typer.Option("json", "--format", "-f", metavar="json|text|doc",
+                            help="json: NDJSON objects; text: one memory per line; "
+                                 "doc: 1,200-character chunks with 200 overlap."),
+    goal: Optional[str] = typer.Option(None, "--goal", envvar="SYNAPSE_GOAL", metavar="TEXT",
+                                       help="Drop input whose similarity to this goal is below "
+                                            "--goal-threshold (reported as gated)."),
+    goal_threshold: float = typer.Option(0.25, "--goal-threshold", min=-1.0, max=1.0,
+                                         envvar="SYNAPSE_GOAL_THRESHOLD",
+                                         help="Cosine similarity a memory needs to pass --goal."),
+    importance: float = typer.Option(1.0, "--importance", min=0.05, max=10.0,
+                                     help="Importance for items that do not give one."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid",
+                                      help="Store the valid items and report each bad one, "
+                                           "instead of rejecting the whole input."),
+    json: bool = typer.Option(True, "--json/--no-json", hidden=True),
+) -> None:
+    """Store input as episodic memories: embeddings, BM25 postings, temporal edges.
+
+    NDJSON fields: text (required), timestamp (ISO 8601 or epoch ms), speaker, session,
+    source, importance (0.05-10), valence (-1..1), arousal (0..1), tags (list), pinned,
+    resolved, type (episodic|working|procedural), dia_id, meta (object). The whole input is
+    one transaction: a malformed line exits 65 naming it and stores nothing.
+
+    Example: echo '{"text": "Met Ana at the climbing gym", "speaker": "me"}' | synapse ingest
+    """
+    from ..engine.ingest import IngestConfig, ingest as run
+    from ..engine.store import StoreWriter
+    from ..models.embedder import get_embedder
+
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}", code=USAGE)
+    items, errors = _read_inputs(files or [], fmt, skip_invalid)
+    for e in errors:
+        output.emit({"id": None, "status": "invalid", "where": e.where, "error": e.reason})
+        output.warn(f"synapse: skipped {e}")
+    if not items:
+        output.info("nothing to ingest")
+        return
+    cfg = IngestConfig(goal=goal, goal_threshold=goal_threshold, default_importance=importance)
+    embedder = get_embedder()
+    with StoreWriter.open(store_path(), lock_timeout=lock_timeout(), create=True,
+                          embedder=embedder.name, dim=embedder.dim) as w:
+        if w.manifest.embedder != embedder.name or w.manifest.dim != embedder.dim:
+            raise UserError(f"store was built with {w.manifest.embedder} (dim {w.manifest.dim}), "
+                            f"not {embedder.name}", code=USAGE)
+        result = run(w, items, embedder, cfg)
+    output.emit_all(o.as_dict() for o in result.outcomes)
+    c = result.counts()
+    output.info(f"stored {c['stored']}, duplicate {c['duplicate']}, gated {c['gated']}, "
+                f"invalid {len(errors)} in {result.seconds:.2f}s")

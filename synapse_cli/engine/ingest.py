@@ -1,0 +1,207 @@
+"""`ingest`: turn parsed items into episodic records, in one transaction.
+
+Order of work: deduplicate by MD5 (against the store's ingest index and within the input),
+embed what is new, drop off-goal items (seed 003 gating), tag utility (importance, surprise,
+emotion), append records + payload, temporal edges to the previous record of the same session
+or source (seed 000), BM25 postings and the ingest index; then one manifest commit. A crash
+before the commit leaves the store as it was.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from store_format import graph_files as gf
+from store_format import ingest_index as ix
+
+from .inputs import Item, normalize_text
+from .memory import NewMemory
+from .store import StoreWriter
+
+RECENT_FOR_SURPRISE = 64  # memories that define "novel" (seed 003's surprise signal)
+
+
+@dataclass
+class IngestConfig:
+    goal: str | None = None
+    goal_threshold: float = 0.25       # cosine below which an item is off-goal
+    default_importance: float = 1.0
+    utility_weights: tuple = (1 / 3, 1 / 3, 1 / 3)  # importance, surprise, emotion
+
+
+@dataclass
+class Outcome:
+    where: str
+    status: str                 # stored | duplicate | gated
+    id: int | None = None
+    utility: float | None = None
+    goal_similarity: float | None = None
+
+    def as_dict(self) -> dict:
+        d = {"id": self.id, "status": self.status, "where": self.where}
+        if self.utility is not None:
+            d["utility"] = round(self.utility, 4)
+        if self.goal_similarity is not None:
+            d["goal_similarity"] = round(self.goal_similarity, 4)
+        return d
+
+
+@dataclass
+class IngestResult:
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def counts(self) -> dict:
+        c = {"stored": 0, "duplicate": 0, "gated": 0}
+        for o in self.outcomes:
+            c[o.status] += 1
+        return c
+
+
+def md5_of(text: str) -> bytes:
+    return hashlib.md5(normalize_text(text).encode("utf-8")).digest()
+
+
+def utility(importance: float, surprise: float, emotion: float, weights) -> float:
+    """CraniMem's BaseUtility = w_I I + w_S S + w_E E with each signal in [0, 1].
+
+    Importance (0.05 .. 10 in the header) maps to I = min(1, importance / 2), so the default
+    1.0 is a middling 0.5 and anything marked 2 or more is fully important.
+    """
+    i = min(1.0, importance / 2.0)
+    return float(weights[0] * i + weights[1] * surprise + weights[2] * emotion)
+
+
+def _recent_unit_vectors(w: StoreWriter, n: int) -> np.ndarray:
+    """Unit float vectors of the last `n` committed records (dequantised int8)."""
+    parts, need = [], n
+    for seg in reversed(w.segments):
+        if need <= 0:
+            break
+        take = min(need, seg.n)
+        if take:
+            parts.append(np.asarray(seg.vectors[seg.n - take:], dtype=np.float32))
+            need -= take
+    if not parts:
+        return np.zeros((0, w.manifest.dim), np.float32)
+    v = np.concatenate(parts)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / np.maximum(norms, 1e-12)
+
+
+def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
+           now_ms: int | None = None) -> IngestResult:
+    """Ingest `items` into the store held by writer `w` and commit. Items are already valid."""
+    t0 = time.perf_counter()
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    result = IngestResult()
+    m = w.manifest
+    index_file = w.path / ix.NAME
+    if m.ingest is None or not index_file.exists():
+        ix.create(index_file)
+        committed_entries = 0
+    else:
+        committed_entries = m.ingest["entries"]
+    index = ix.read(index_file, committed_entries)
+    seen = {bytes(d): int(r) for d, r in zip(index["md5"], index["record_id"])}
+    last_of_session: dict[int, int] = {}
+    for key, rid in zip(index["session"].tolist(), index["record_id"].tolist()):
+        if key:
+            last_of_session[key] = rid  # ids increase along the file: the last one wins
+
+    # 1. deduplicate
+    fresh: list[tuple[int, Item, bytes]] = []
+    batch_seen: dict[bytes, int] = {}
+    for pos, item in enumerate(items):
+        digest = md5_of(item.text)
+        if digest in seen:
+            result.outcomes.append(Outcome(item.where, "duplicate", seen[digest]))
+        elif digest in batch_seen:
+            result.outcomes.append(Outcome(item.where, "duplicate", None))
+        else:
+            batch_seen[digest] = pos
+            result.outcomes.append(Outcome(item.where, "stored"))
+            fresh.append((len(result.outcomes) - 1, item, digest))
+    if not fresh:
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    # 2. embed, 3. gate
+    vectors = embedder.encode([it.text for _, it, _ in fresh])
+    if cfg.goal:
+        goal = embedder.encode([cfg.goal])[0]
+        sims = vectors @ goal
+        keep = []
+        for (slot, item, digest), vec, sim in zip(fresh, vectors, sims):
+            result.outcomes[slot].goal_similarity = float(sim)
+            if sim < cfg.goal_threshold:
+                result.outcomes[slot].status = "gated"
+            else:
+                keep.append(((slot, item, digest), vec))
+        fresh = [k for k, _ in keep]
+        vectors = np.stack([v for _, v in keep]) if keep else vectors[:0]
+    if not fresh:
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    # 4. utility tagging: surprise = 1 - max cosine to recent memories and earlier batch items
+    recent = _recent_unit_vectors(w, RECENT_FOR_SURPRISE)
+    memories = []
+    for k, ((slot, item, digest), vec) in enumerate(zip(fresh, vectors)):
+        context = np.concatenate([recent, vectors[max(0, k - RECENT_FOR_SURPRISE):k]])
+        surprise = 1.0 if len(context) == 0 else float(np.clip(1 - np.max(context @ vec), 0, 1))
+        emotion = max(abs(item.valence), item.arousal or 0.0)
+        importance = item.importance if item.importance is not None else cfg.default_importance
+        u = utility(importance, surprise, emotion, cfg.utility_weights)
+        result.outcomes[slot].utility = u
+        tags = list(item.tags)
+        tags += [f"speaker:{item.speaker}"] if item.speaker else []
+        tags += [f"session:{item.session}"] if item.session else []
+        tags += [f"source:{item.source}"] if item.source else []
+        memories.append(NewMemory(
+            text=item.text, vector=vec,
+            timestamp_ms=item.timestamp_ms if item.timestamp_ms is not None else now_ms,
+            memory_type=item.memory_type, importance=importance,
+            valence=int(round(item.valence * 127)),
+            arousal=None if item.arousal is None else int(round(item.arousal * 255)),
+            storage_strength=2.0 * u,  # CraniMem utility kept in the header (FORMAT.md 4)
+            tags=tags, pinned=item.pinned, resolved=item.resolved,
+            meta={"speaker": item.speaker, "session": item.session, "source": item.source,
+                  "dia_id": item.dia_id, "md5": digest.hex(),
+                  "chunk": list(item.chunk) if item.chunk else None,
+                  "utility": {"value": round(u, 4), "surprise": round(surprise, 4),
+                              "emotion": round(emotion, 4)},
+                  **({"meta": item.meta} if item.meta else {})},
+        ))
+
+    # 5. append records, temporal edges, BM25, ingest index; 6. commit
+    ids = w.append(memories)
+    src, dst = [], []
+    sessions = []
+    for rid, (slot, item, digest) in zip(ids, fresh):
+        result.outcomes[slot].id = rid
+        key = ix.session_key(item.session, item.source)
+        sessions.append(key)
+        if key:
+            prev = last_of_session.get(key)
+            if prev is not None:
+                src += [prev, rid]  # stored both ways so activation can flow back in time
+                dst += [rid, prev]
+            last_of_session[key] = rid
+    if src:
+        w.add_edges(src, dst, gf.TEMPORAL, 1.0)
+
+    from ..models.bm25 import BM25Index
+
+    bm25 = BM25Index.open(w.path, m.bm25, append_only=True)
+    bm25_committed = bm25.add(ids, [it.text for _, it, _ in fresh])
+    entries = ix.make_entries([d for _, _, d in fresh], ids, sessions)
+    n = ix.append(index_file, committed_entries, entries)
+    w.stage(bm25=bm25_committed, ingest={"file": ix.NAME, "entries": n})
+    w.commit()
+    result.seconds = time.perf_counter() - t0
+    return result
+

@@ -1,0 +1,215 @@
+"""Parse what `ingest` reads into validated items (README "Input schema").
+
+Three forms: NDJSON objects (`json`), plain text lines (`text`), documents (`doc`, split into
+1,200-character chunks with 200 overlap as seed 002 does). Every problem is an `InputError`
+naming the source and line, so the command can reject the whole input before storing anything.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import orjson
+
+from store_format.flags import MemoryType
+
+MAX_TEXT = 100_000  # characters per item; larger inputs belong in --format doc
+CHUNK, OVERLAP = 1200, 200
+TYPES = {"episodic": MemoryType.EPISODIC, "working": MemoryType.WORKING,
+         "procedural": MemoryType.PROCEDURAL}
+FIELDS = {"text", "timestamp", "speaker", "session", "source", "importance", "valence",
+          "arousal", "tags", "pinned", "resolved", "type", "dia_id", "meta"}
+
+
+class InputError(ValueError):
+    def __init__(self, where: str, reason: str):
+        super().__init__(f"{where}: {reason}")
+        self.where, self.reason = where, reason
+
+
+@dataclass
+class Item:
+    """One memory to ingest, validated; `where` is "file:line" for messages."""
+
+    text: str
+    where: str
+    timestamp_ms: int | None = None
+    speaker: str | None = None
+    session: str | None = None
+    source: str | None = None
+    importance: float | None = None
+    valence: float = 0.0          # -1 .. 1
+    arousal: float | None = None  # 0 .. 1; None: derived from valence (seed 004)
+    tags: list[str] = field(default_factory=list)
+    pinned: bool = False
+    resolved: bool = True
+    memory_type: int = MemoryType.EPISODIC
+    dia_id: str | None = None
+    chunk: tuple[int, int] | None = None
+    meta: dict = field(default_factory=dict)
+
+
+def normalize_text(text: str) -> str:
+    """The form that MD5 deduplication hashes: NFC, whitespace collapsed, case folded."""
+    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
+
+
+def parse_timestamp(value, where: str) -> int:
+    """ISO 8601 (naive means UTC) or epoch milliseconds -> epoch ms."""
+    if isinstance(value, bool):
+        raise InputError(where, "timestamp must be ISO 8601 text or epoch milliseconds")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or not 0 <= value < 2**53:
+            raise InputError(where, f"timestamp {value!r} is not a valid epoch-ms value")
+        return int(value)
+    if isinstance(value, str):
+        try:
+            t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InputError(where, f"timestamp {value!r} is not ISO 8601 "
+                                    "(e.g. 2026-06-02T18:05:00Z)") from None
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=dt.timezone.utc)
+        ms = int(t.timestamp() * 1000)
+        if not 0 <= ms < 2**53:
+            raise InputError(where, f"timestamp {value!r} is before 1970")
+        return ms
+    raise InputError(where, "timestamp must be ISO 8601 text or epoch milliseconds")
+
+
+def _text(value, where: str, name: str = "text") -> str:
+    if not isinstance(value, str):
+        raise InputError(where, f"`{name}` must be a string")
+    if "\x00" in value:
+        raise InputError(where, f"`{name}` contains a NUL character")
+    return value
+
+
+def _number(obj: dict, key: str, lo: float, hi: float, where: str) -> float | None:
+    if key not in obj or obj[key] is None:
+        return None
+    v = obj[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise InputError(where, f"`{key}` must be a finite number")
+    if not lo <= v <= hi:
+        raise InputError(where, f"`{key}` {v} is outside {lo} .. {hi}")
+    return float(v)
+
+
+def _bool(obj: dict, key: str, default: bool, where: str) -> bool:
+    v = obj.get(key, default)
+    if not isinstance(v, bool):
+        raise InputError(where, f"`{key}` must be true or false")
+    return v
+
+
+def _opt_str(obj: dict, key: str, where: str) -> str | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = str(v)  # session numbers are common
+    s = _text(v, where, key).strip()
+    if len(s) > 1000:
+        raise InputError(where, f"`{key}` is longer than 1000 characters")
+    return s or None
+
+
+def item_from_object(obj, where: str) -> Item:
+    if not isinstance(obj, dict):
+        raise InputError(where, "expected a JSON object with a `text` field")
+    unknown = set(obj) - FIELDS
+    if unknown:
+        raise InputError(where, f"unknown field(s) {', '.join(sorted(unknown))} "
+                                "(put extra data under `meta`)")
+    if "text" not in obj:
+        raise InputError(where, "missing required field `text`")
+    text = _text(obj["text"], where)
+    if not text.strip():
+        raise InputError(where, "`text` is empty")
+    if len(text) > MAX_TEXT:
+        raise InputError(where, f"`text` is longer than {MAX_TEXT} characters "
+                                "(use --format doc for documents)")
+    tags = obj.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or len(tags) > 64:
+        raise InputError(where, "`tags` must be a list of at most 64 strings")
+    kind = obj.get("type", "episodic")
+    if kind not in TYPES:
+        raise InputError(where, f"`type` {kind!r} must be one of {', '.join(TYPES)}")
+    meta = obj.get("meta", {})
+    if not isinstance(meta, dict):
+        raise InputError(where, "`meta` must be an object")
+    ts = obj.get("timestamp")
+    return Item(
+        text=text, where=where,
+        timestamp_ms=None if ts is None else parse_timestamp(ts, where),
+        speaker=_opt_str(obj, "speaker", where), session=_opt_str(obj, "session", where),
+        source=_opt_str(obj, "source", where), dia_id=_opt_str(obj, "dia_id", where),
+        importance=_number(obj, "importance", 0.05, 10.0, where),
+        valence=_number(obj, "valence", -1.0, 1.0, where) or 0.0,
+        arousal=_number(obj, "arousal", 0.0, 1.0, where),
+        tags=tags, pinned=_bool(obj, "pinned", False, where),
+        resolved=_bool(obj, "resolved", True, where), memory_type=TYPES[kind], meta=meta,
+    )
+
+
+def parse_ndjson(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]:
+    """Yield an Item or an InputError per non-blank line (the caller decides what to do)."""
+    for n, raw in enumerate(lines, 1):
+        where = f"{name}:{n}"
+        if not raw.strip():
+            continue
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield InputError(where, f"invalid JSON ({exc.args[0].split(':')[0]})")
+            continue
+        try:
+            yield item_from_object(obj, where)
+        except InputError as exc:
+            yield exc
+
+
+def parse_text(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]:
+    for n, raw in enumerate(lines, 1):
+        where = f"{name}:{n}"
+        try:
+            line = raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            yield InputError(where, f"invalid UTF-8 at byte {exc.start}")
+            continue
+        if not line.strip():
+            continue
+        if "\x00" in line:
+            yield InputError(where, "line contains a NUL character")
+            continue
+        yield Item(text=line, where=where, source=None if name == "-" else name)
+
+
+def chunk_document(text: str, size: int = CHUNK, overlap: int = OVERLAP) -> list[tuple[int, int]]:
+    """[start, end) character spans of `size` with `overlap` (seed 002's 1200/200 chunking)."""
+    if not text:
+        return []
+    step = size - overlap
+    spans, start = [], 0
+    while True:
+        end = min(start + size, len(text))
+        spans.append((start, end))
+        if end == len(text):
+            return spans
+        start += step
+
+
+def parse_document(data: bytes, name: str) -> Iterator[Item | InputError]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        yield InputError(f"{name}:byte {exc.start}", "invalid UTF-8")
+        return
+    for k, (a, b) in enumerate(chunk_document(text)):
+        chunk = text[a:b]
+        if chunk.strip():
+            yield Item(text=chunk, where=f"{name}:chunk {k}", source=name, chunk=(a, b))
