@@ -55,9 +55,9 @@ def main(
 
 
 def _register() -> None:
-    from . import ingest_cmd, inspect_cmd, migrate_cmd
+    from . import ingest_cmd, inspect_cmd, migrate_cmd, recall_cmd
 
-    for module in (ingest_cmd, inspect_cmd, migrate_cmd):
+    for module in (ingest_cmd, recall_cmd, inspect_cmd, migrate_cmd):
         module.register(app)
 
 

@@ -225,6 +225,30 @@ class StoreWriter(Store):
         finally:
             os.close(fd)
 
+    def touch(self, record_ids) -> None:
+        """Reconsolidation (seed 004): recall_count + 1 on each record, one fsync per segment."""
+        by_segment: dict[int, list[int]] = {}
+        for rid in record_ids:
+            seg, row = self.locate(int(rid))
+            by_segment.setdefault(seg, []).append(row)
+        for seg, rows in by_segment.items():
+            reader = self.segments[seg]
+            version = reader.header.header_version
+            path = self.path / self.manifest.segments[seg].file
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            try:
+                for row in rows:
+                    rec = reader.records[row]
+                    h = reader.header_at(row)
+                    h = h.replace(recall_count=min(h.recall_count + 1, 2**32 - 1))
+                    data = sg.pack_record(h, np.array(rec["vector"]), int(rec["record_id"]),
+                                          int(rec["payload_offset"]), int(rec["payload_length"]),
+                                          version)
+                    sg.rewrite_record(fd, row, data, str(path))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
     def stage(self, **fields) -> None:
         """Set manifest fields (e.g. `bm25`, `ingest` committed lengths) for the next commit."""
         self._pending = dataclasses.replace(self._pending, **fields)

@@ -1,0 +1,112 @@
+"""`synapse recall`: the memories that matter for a query, as JSON."""
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import List, Optional
+
+import typer
+
+from . import output
+from .common import store_path
+from .exits import USAGE, UserError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("recall")(recall)
+
+
+def _time(value: Optional[str], flag: str) -> Optional[int]:
+    if value is None:
+        return None
+    from ..engine.inputs import InputError, parse_timestamp
+
+    try:
+        return parse_timestamp(int(value) if value.isdigit() else value, flag)
+    except InputError as exc:
+        raise UserError(str(exc), code=USAGE) from None
+
+
+def _queries(query: Optional[str]) -> list[tuple[str, str]]:
+    """(where, text) per query: the argument, or NDJSON/plain lines on stdin."""
+    import orjson
+
+    if query is not None and query != "-":
+        return [("argument", query)]
+    out = []
+    for n, raw in enumerate(sys.stdin.buffer.read().splitlines(), 1):
+        if not raw.strip():
+            continue
+        text = None
+        if raw.lstrip().startswith(b"{"):
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise UserError(f"-:{n}: invalid JSON") from None
+            text = obj.get("query") if isinstance(obj, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                raise UserError(f"-:{n}: expected an object with a string `query`")
+        else:
+            text = raw.decode("utf-8", "replace").strip()
+        out.append((f"-:{n}", text))
+    if not out:
+        raise UserError("no query: pass one as an argument or as lines on stdin", code=USAGE)
+    return out
+
+
+def recall(
+    query: Optional[str] = typer.Argument(None, help="The query; '-' or none reads NDJSON "
+                                                     "({\"query\": ...}) or lines from stdin."),
+    mode: str = typer.Option("synapse", "--mode", "-m", metavar="synapse|vector|bm25|hybrid",
+                             help="synapse: spreading activation (default); the others are "
+                                  "baselines."),
+    k: int = typer.Option(30, "--k", "-k", min=1, max=1000, help="How many memories to return."),
+    explain: bool = typer.Option(False, "--explain",
+                                 help="Add the path by which activation reached each result."),
+    no_touch: bool = typer.Option(False, "--no-touch",
+                                  help="Read only: do not count this recall (reconsolidation)."),
+    memory_type: List[str] = typer.Option([], "--type", metavar="TYPE",
+                                          help="Only this memory type (repeatable): episodic, "
+                                               "semantic, working, procedural."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="TIME",
+                                        help="Only memories at or after TIME (ISO 8601 / epoch ms)."),
+    until: Optional[str] = typer.Option(None, "--until", metavar="TIME",
+                                        help="Only memories at or before TIME."),
+    tag: List[str] = typer.Option([], "--tag", metavar="TAG",
+                                  help="Only memories carrying TAG (repeatable; speaker:NAME, "
+                                       "session:ID work too)."),
+    tau_gate: float = typer.Option(0.12, "--tau-gate", envvar="SYNAPSE_TAU_GATE",
+                                   help="Reject when the top activation is below this."),
+    no_gate: bool = typer.Option(False, "--no-gate", help="Ablation: never reject."),
+    no_inhibition: bool = typer.Option(False, "--no-inhibition", help="Ablation: beta = 0."),
+    no_fan: bool = typer.Option(False, "--no-fan", help="Ablation: no fan-effect dilution."),
+    no_decay: bool = typer.Option(False, "--no-decay", help="Ablation: ignore header decay."),
+    no_graph: bool = typer.Option(False, "--no-graph", help="Ablation: anchors only, no edges."),
+    no_activation: bool = typer.Option(False, "--no-activation",
+                                       help="Ablation: no spreading activation at all."),
+    json: bool = typer.Option(True, "--json/--no-json", hidden=True),
+) -> None:
+    """Recall memories by spreading activation through the memory graph; JSON on stdout.
+
+    A query with no supporting memory prints {"rejected": true, "results": []} and exits 0.
+
+    Example: synapse recall "where did Caroline go hiking?" --k 5 | jq '.results[].text'
+    """
+    from ..engine.recall import MODES, TYPE_BITS, RecallConfig
+    from ..engine.service import Recaller
+
+    if mode not in MODES:
+        raise UserError(f"--mode {mode!r}: expected one of {', '.join(MODES)}", code=USAGE)
+    for t in memory_type:
+        if t not in TYPE_BITS:
+            raise UserError(f"--type {t!r}: expected one of {', '.join(TYPE_BITS)}", code=USAGE)
+    cfg = RecallConfig(mode=mode, k=k, explain=explain, tau_gate=tau_gate, gate=not no_gate,
+                       inhibition=not no_inhibition, fan=not no_fan, decay=not no_decay,
+                       graph=not no_graph, activation=not no_activation,
+                       types=tuple(memory_type), since_ms=_time(since, "--since"),
+                       until_ms=_time(until, "--until"), tags=tuple(tag))
+    queries = _queries(query)
+    with Recaller(store_path()) as r:
+        for where, text in queries:
+            result = r.recall(text, cfg, touch=not no_touch)
+            output.emit(result)

@@ -1,0 +1,63 @@
+"""The arrays recall works on: every committed record in id order, with the graph mapped onto
+record positions (the stored CSR only has rows for records that have edges)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from store_format import flags as fl
+
+from .store import Store
+
+
+@dataclass
+class RecallArrays:
+    ids: np.ndarray          # u64 [n], record ids in position order
+    timestamps: np.ndarray   # i64 [n]
+    flags: np.ndarray        # u8 [n]
+    indptr: np.ndarray       # i64 [n+1], out-edges per record position
+    indices: np.ndarray      # i32 [m], destination positions
+    weights: np.ndarray      # f32 [m]
+    types: np.ndarray        # u8 [m]
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def live(self) -> np.ndarray:
+        return ~fl.is_tombstone(self.flags)
+
+
+def build(store: Store) -> RecallArrays:
+    ids = store.ids
+    n = len(ids)
+    ts = np.concatenate([np.asarray(s.headers["timestamp_ms"], np.int64) for s in store.segments]) \
+        if store.segments else np.zeros(0, np.int64)
+    flags = np.concatenate([np.asarray(s.headers["flags"], np.uint8) for s in store.segments]) \
+        if store.segments else np.zeros(0, np.uint8)
+    g = store.graph()
+    indptr = np.zeros(n + 1, np.int64)
+    if g.n_edges and n:
+        # Graph node ids -> record positions; an edge to a record this snapshot lacks is dropped.
+        row_pos = np.searchsorted(ids, g.node_ids)
+        row_ok = (row_pos < n) & (ids[np.minimum(row_pos, n - 1)] == g.node_ids)
+        counts = np.diff(g.indptr.astype(np.int64))
+        src = np.repeat(row_pos, counts)
+        src_ok = np.repeat(row_ok, counts)
+        dst = row_pos[g.indices.astype(np.int64)]
+        dst_ok = row_ok[g.indices.astype(np.int64)]
+        keep = src_ok & dst_ok
+        src, dst = src[keep], dst[keep]
+        order = np.argsort(src, kind="stable")
+        src, dst = src[order], dst[order]
+        weights = np.asarray(g.weights)[keep][order]
+        types = np.asarray(g.types)[keep][order]
+        np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+        indices = dst.astype(np.int32)
+    else:
+        indices = np.zeros(0, np.int32)
+        weights = np.zeros(0, np.float32)
+        types = np.zeros(0, np.uint8)
+    return RecallArrays(ids, ts, flags, indptr, indices, np.ascontiguousarray(weights, np.float32),
+                        np.ascontiguousarray(types, np.uint8))

@@ -1,0 +1,252 @@
+"""`recall`: find the memories that matter for a query (seed 000 sections 3.2-3.4, seed 004).
+
+Pipeline of the default mode (`synapse`):
+ 1. dense similarity of every record from the header-scan kernel (tombstones and filters
+    applied there, with the seed-004 decay of each record);
+ 2. BM25 scores from the persisted postings;
+ 3. anchors = dense top-k ∪ BM25 top-k (dual trigger), energy alpha * sim (Eq. 1);
+ 4. spreading activation over the graph (Eq. 2-4, numba kernel), PageRank as a global prior;
+ 5. score = λ1 sim + λ2 activation + λ3 PageRank (Eq. 5) + λ_bm25 · normalised BM25
+    + λ_decay · decay · importance (seed 004's header terms), all weights configurable;
+ 6. uncertainty gate: rejected when the top result's activation is below tau_gate.
+`vector`, `bm25` and `hybrid` (reciprocal-rank fusion) are the baselines it is compared with.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from store_format import flags as fl
+from store_format.tags import encode_tags
+
+from . import graphview
+from .store import Store
+
+MODES = ("synapse", "vector", "bm25", "hybrid")
+TYPE_BITS = {"working": 1, "episodic": 2, "semantic": 4, "procedural": 8}
+
+
+@dataclass
+class RecallConfig:
+    mode: str = "synapse"
+    k: int = 30
+    anchors_k: int = 10          # top-k of each trigger that seeds the activation
+    # spreading activation (seed 000 section 4.1 / Table 6)
+    alpha: float = 1.0
+    S: float = 0.8
+    delta: float = 0.5
+    rho: float = 0.01            # per hour of |tau_i - tau_j|
+    beta: float = 0.15
+    M: int = 7
+    gamma: float = 5.0
+    theta: float = 0.5
+    T: int = 3
+    # triple hybrid score + the header and lexical terms
+    lambda_sim: float = 0.5
+    lambda_act: float = 0.3
+    lambda_pr: float = 0.2
+    lambda_bm25: float = 0.3
+    lambda_decay: float = 0.05
+    tau_gate: float = 0.12
+    rrf_k: int = 60
+    # ablations (seed 000 Table 3)
+    inhibition: bool = True
+    fan: bool = True
+    decay: bool = True
+    gate: bool = True
+    graph: bool = True
+    activation: bool = True
+    # filters
+    types: tuple = ()
+    since_ms: int | None = None
+    until_ms: int | None = None
+    tags: tuple = ()
+    explain: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Signals:
+    sim: np.ndarray
+    decay: np.ndarray
+    importance: np.ndarray
+    bm25: np.ndarray
+    activation: np.ndarray
+    pagerank: np.ndarray
+    pred: np.ndarray | None = None
+    anchors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int):
+    from ..kernels.header_scan import scan
+
+    type_mask = 0b1111
+    if cfg.types:
+        type_mask = sum(TYPE_BITS[t] for t in cfg.types)
+    tag_query = encode_tags(cfg.tags) if cfg.tags else 0
+    parts = [scan(s.raw, s.header.header_version, s.header.dim, query_vec, now_ms,
+                  type_mask=type_mask, t_min=cfg.since_ms or 0,
+                  t_max=cfg.until_ms if cfg.until_ms is not None else 2**63 - 1,
+                  tag_query=tag_query)[:3] for s in store.segments if s.n]
+    if not parts:
+        z = np.zeros(0, np.float32)
+        return z, z, z
+    return tuple(np.concatenate(p) for p in zip(*parts))
+
+
+def _bm25(store: Store, query: str, ids: np.ndarray, passed: np.ndarray) -> np.ndarray:
+    """BM25 score per record position (0 for records without postings or filtered out)."""
+    from ..models.bm25 import BM25Index
+
+    out = np.zeros(len(ids), np.float64)
+    if store.manifest.bm25 is None:
+        return out
+    index = BM25Index.open(store.path, store.manifest.bm25)
+    index.set_live(ids[passed].tolist() if not passed.all() else None)
+    rids, scores = index.scores(query)
+    pos = np.searchsorted(ids, rids)
+    ok = (pos < len(ids))
+    ok[ok] = ids[pos[ok]] == rids[ok]
+    out[pos[ok]] = scores[ok]
+    out[~passed] = 0.0
+    return out
+
+
+def _norm(x: np.ndarray) -> np.ndarray:
+    top = float(x.max()) if len(x) else 0.0
+    return x / top if top > 0 else np.zeros_like(x)
+
+
+def _rrf(rankings: list[np.ndarray], n: int, k: int) -> np.ndarray:
+    score = np.zeros(n, np.float64)
+    for order in rankings:
+        score[order] += 1.0 / (k + 1 + np.arange(len(order)))
+    return score
+
+
+def _top(scores: np.ndarray, valid: np.ndarray, k: int) -> np.ndarray:
+    cand = np.nonzero(valid)[0]
+    if len(cand) == 0:
+        return cand
+    s = scores[cand]
+    order = np.lexsort((cand, -s))  # score desc, then lower position
+    return cand[order[:k]]
+
+
+def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
+                    query_vec: np.ndarray, cfg: RecallConfig, now_ms: int) -> Signals:
+    sim, dec, imp = _scan(store, query_vec, cfg, now_ms)
+    passed = np.isfinite(sim)
+    bm25 = _bm25(store, query, arrays.ids, passed) if cfg.mode != "vector" else np.zeros(len(sim))
+    n = len(sim)
+    act = np.zeros(n, np.float32)
+    pr = np.zeros(n, np.float32)
+    pred = None
+    anchors = np.zeros(0, np.int64)
+    if cfg.mode == "synapse" and n:
+        dense_top = _top(sim, passed, cfg.anchors_k)
+        lex_top = _top(bm25, passed & (bm25 > 0), cfg.anchors_k)
+        anchors = np.union1d(dense_top, lex_top)
+        if cfg.activation:
+            from ..kernels.activation import activate
+
+            if cfg.graph:
+                indptr, indices, weights, types = (arrays.indptr, arrays.indices, arrays.weights,
+                                                   arrays.types)
+            else:
+                indptr, indices = np.zeros(n + 1, np.int64), np.zeros(0, np.int32)
+                weights, types = np.zeros(0, np.float32), np.zeros(0, np.uint8)
+            anchor_sims = np.maximum(sim[anchors], 0).astype(np.float32)
+            act, pred = activate(indptr, indices, weights, types, arrays.timestamps,
+                                 anchors.astype(np.int32), anchor_sims, alpha=cfg.alpha, S=cfg.S,
+                                 delta=cfg.delta, rho=cfg.rho, beta=cfg.beta if cfg.inhibition else 0.0,
+                                 M=cfg.M, gamma=cfg.gamma, theta=cfg.theta, T=cfg.T,
+                                 use_fan=cfg.fan, use_inhibition=cfg.inhibition,
+                                 frontier_only=True, validate=False)
+            act = np.where(passed, act, 0).astype(np.float32)
+        if cfg.graph and len(arrays.indices):
+            from ..kernels.pagerank import pagerank
+
+            pr, _ = pagerank(arrays.indptr, arrays.indices, arrays.weights, validate=False)
+            pr = _norm(np.asarray(pr, np.float64)).astype(np.float32)
+    return Signals(sim, dec, imp, bm25, act, pr, pred, anchors)
+
+
+def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of the top k, their scores) for the configured mode."""
+    passed = np.isfinite(sig.sim)
+    sim = np.where(passed, sig.sim, -1.0).astype(np.float64)
+    if cfg.mode == "vector":
+        score = sim
+    elif cfg.mode == "bm25":
+        score = sig.bm25
+        passed = passed & (sig.bm25 > 0)
+    elif cfg.mode == "hybrid":
+        dense = _top(sim, passed, 1000)
+        lex = _top(sig.bm25, passed & (sig.bm25 > 0), 1000)
+        score = _rrf([dense, lex], len(sim), cfg.rrf_k)
+        passed = passed & (score > 0)
+    else:
+        decay = sig.decay if cfg.decay else np.ones_like(sig.decay)
+        score = (cfg.lambda_sim * sim + cfg.lambda_act * sig.activation
+                 + cfg.lambda_pr * sig.pagerank + cfg.lambda_bm25 * _norm(sig.bm25)
+                 + cfg.lambda_decay * decay * np.minimum(sig.importance, 10.0) / 10.0)
+    top = _top(score, passed, cfg.k)
+    return top, score[top]
+
+
+def explain_path(pos: int, sig: Signals, ids: np.ndarray) -> list[int]:
+    """anchor -> ... -> node, following each node's strongest contributor."""
+    anchors = set(sig.anchors.tolist())
+    path, seen = [pos], {pos}
+    while pos not in anchors and sig.pred is not None and sig.pred[pos] >= 0:
+        pos = int(sig.pred[pos])
+        if pos in seen:
+            break
+        path.append(pos)
+        seen.add(pos)
+    return [int(ids[p]) for p in reversed(path)]
+
+
+def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
+           arrays: graphview.RecallArrays | None = None, now_ms: int | None = None) -> dict:
+    """Answer one query; returns the JSON-ready result (see README "recall output")."""
+    t0 = time.perf_counter()
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    arrays = arrays if arrays is not None else graphview.build(store)
+    sig = compute_signals(store, arrays, query, query_vec, cfg, now_ms)
+    top, scores = rank(sig, cfg)
+    if cfg.mode == "synapse" and cfg.activation:
+        confidence = float(sig.activation[top[0]]) if len(top) else 0.0
+    else:  # the baselines have no activation: report the best similarity instead
+        confidence = float(max(sig.sim[top[0]], 0)) if len(top) else 0.0
+    rejected = len(top) == 0 or (cfg.gate and cfg.mode == "synapse" and confidence < cfg.tau_gate)
+    results = []
+    if not rejected:
+        for pos, score in zip(top.tolist(), scores.tolist()):
+            rid = int(arrays.ids[pos])
+            body = store.body(rid)
+            r = {
+                "id": rid, "text": body.get("text"), "score": round(float(score), 6),
+                "signals": {"semantic": round(float(sig.sim[pos]), 6),
+                            "bm25": round(float(sig.bm25[pos]), 6),
+                            "activation": round(float(sig.activation[pos]), 6),
+                            "pagerank": round(float(sig.pagerank[pos]), 6),
+                            "decay": round(float(sig.decay[pos]), 6)},
+                "timestamp": int(arrays.timestamps[pos]),
+                "type": fl.memory_type(int(arrays.flags[pos])).name.lower(),
+                "speaker": body.get("speaker"), "session": body.get("session"),
+            }
+            for extra in ("source", "dia_id"):
+                if body.get(extra) is not None:
+                    r[extra] = body[extra]
+            if cfg.explain:
+                r["path"] = explain_path(pos, sig, arrays.ids)
+            results.append(r)
+    return {"query": query, "mode": cfg.mode, "rejected": bool(rejected),
+            "confidence": round(confidence, 6), "results": results,
+            "elapsed_ms": round((time.perf_counter() - t0) * 1000, 3)}

@@ -1,0 +1,63 @@
+"""Recaller: a store opened for answering queries, with the embedder loaded once.
+
+Used by `synapse recall` (one process, one or many queries) and by benchmarks and the Python
+API. Reconsolidation needs the writer lock; recall never waits for it: when another writer
+holds the lock the touch is skipped and the result says so.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from store_format.errors import LockTimeout
+
+from . import graphview
+from .recall import RecallConfig, recall
+from .store import Store, StoreWriter
+
+
+class Recaller:
+    def __init__(self, path, embedder=None):
+        self.path = Path(path)
+        self.store = Store.open(self.path)
+        self._embedder = embedder
+        self._arrays = None
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from ..models.embedder import get_embedder
+
+            self._embedder = get_embedder()
+        return self._embedder
+
+    @property
+    def arrays(self) -> graphview.RecallArrays:
+        if self._arrays is None:
+            self._arrays = graphview.build(self.store)
+        return self._arrays
+
+    def recall(self, query: str, cfg: RecallConfig | None = None, touch: bool = True,
+               now_ms: int | None = None) -> dict:
+        cfg = cfg or RecallConfig()
+        vec = self.embedder.encode([query])[0]
+        result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms)
+        if touch and result["results"]:
+            result["touched"] = self._touch([r["id"] for r in result["results"]])
+        return result
+
+    def _touch(self, ids) -> bool:
+        try:
+            with StoreWriter.open(self.path, lock_timeout=0) as w:
+                w.touch(ids)
+            return True
+        except LockTimeout:
+            return False  # a writer is busy: recall does not wait for it
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
