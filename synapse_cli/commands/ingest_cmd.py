@@ -53,7 +53,7 @@ def ingest(
     goal: Optional[str] = typer.Option(None, "--goal", envvar="SYNAPSE_GOAL", metavar="TEXT",
                                        help="Drop input whose similarity to this goal is below "
                                             "--goal-threshold (reported as gated)."),
-    goal_threshold: float = typer.Option(0.25, "--goal-threshold", min=-1.0, max=1.0,
+    goal_threshold: float = typer.Option(0.1, "--goal-threshold", min=-1.0, max=1.0,
                                          envvar="SYNAPSE_GOAL_THRESHOLD",
                                          help="Cosine similarity a memory needs to pass --goal."),
     importance: float = typer.Option(1.0, "--importance", min=0.05, max=10.0,

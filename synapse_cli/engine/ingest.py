@@ -27,7 +27,7 @@ RECENT_FOR_SURPRISE = 64  # memories that define "novel" (seed 003's surprise si
 @dataclass
 class IngestConfig:
     goal: str | None = None
-    goal_threshold: float = 0.25       # cosine below which an item is off-goal
+    goal_threshold: float = 0.1        # cosine below which an item is off-goal (MiniLM: on-goal ~0.2+, off-goal ~0)
     default_importance: float = 1.0
     utility_weights: tuple = (1 / 3, 1 / 3, 1 / 3)  # importance, surprise, emotion
 

@@ -1,0 +1,202 @@
+"""`synapse ingest` end to end with the real embedder: input forms, dedup, gating, errors,
+transactions, kill -9 and concurrent writers."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from store_format import flags as fl
+from synapse_cli.engine.inputs import chunk_document
+from synapse_cli.engine.store import Store
+
+SYNAPSE = str(Path(sys.executable).with_name("synapse"))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(store, *args, stdin: bytes | str = b"", check_rc: int | None = 0):
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("NO_COLOR", None)
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    p = subprocess.run([SYNAPSE, "--store", str(store), *args], input=data,
+                       capture_output=True, env=env, timeout=300)
+    if check_rc is not None:
+        assert p.returncode == check_rc, (p.returncode, p.stderr.decode())
+    return p
+
+
+def lines(p) -> list[dict]:
+    return [json.loads(x) for x in p.stdout.decode().splitlines() if x.strip()]
+
+
+def texts(store) -> list[str]:
+    with Store.open(store) as s:
+        return [s.body(int(i))["text"] for i in s.ids]
+
+
+def test_ndjson_fields_reach_header_and_payload(tmp_path):
+    store = tmp_path / "st"
+    item = {"text": "Deploy failed at 3am", "timestamp": "2026-06-02T18:05:00Z", "speaker": "ops",
+            "session": "incident-7", "source": "pager", "importance": 4.0, "valence": -0.5,
+            "tags": ["prod"], "pinned": True, "resolved": False, "type": "procedural",
+            "dia_id": "D1:1", "meta": {"host": "db1"}}
+    out = lines(run(store, "ingest", stdin=json.dumps(item) + "\n"))
+    assert out[0]["status"] == "stored" and out[0]["id"] == 1
+    with Store.open(store) as s:
+        h = s.header(1)
+        body = s.body(1)
+    assert h.timestamp_ms == 1780423500000
+    assert h.importance == 4.0 and h.valence == round(-0.5 * 127)
+    assert h.arousal == min(255, abs(h.valence) * 2)  # derived from valence (seed 004)
+    assert fl.memory_type(h.flags) == fl.MemoryType.PROCEDURAL
+    assert fl.is_pinned(h.flags) and not fl.is_resolved(h.flags)
+    assert 0 < h.storage_strength <= 2.0  # utility u kept as 2u
+    assert body["speaker"] == "ops" and body["session"] == "incident-7"
+    assert body["dia_id"] == "D1:1" and body["meta"] == {"host": "db1"}
+    assert len(body["md5"]) == 32
+    from store_format.tags import contains, encode_tags
+    assert contains(h.synaptic_tags, encode_tags(["prod", "speaker:ops", "session:incident-7"]))
+
+
+def test_duplicates_and_temporal_edges_across_invocations(tmp_path):
+    store = tmp_path / "st"
+    demo = (ROOT / "fixtures" / "demo.ndjson").read_bytes()
+    first = lines(run(store, "ingest", stdin=demo))
+    assert [o["status"] for o in first] == ["stored"] * 12
+    again = lines(run(store, "ingest", stdin=demo))
+    assert [o["status"] for o in again] == ["duplicate"] * 12
+    assert [o["id"] for o in again] == [o["id"] for o in first]
+    # Whitespace and case do not make a new memory.
+    same = {"text": "  MAYA finished the Berlin   marathon in 3 hours 52 minutes. "}
+    assert lines(run(store, "ingest", stdin=json.dumps(same)))[0]["status"] == "duplicate"
+    # A new turn of session s3 links to the last one stored by the earlier invocation.
+    new = lines(run(store, "ingest", stdin=json.dumps({"text": "Pixel learned to sit.",
+                                                        "session": "s3"})))
+    with Store.open(store) as s:
+        g = s.graph()
+        assert s.count == 13
+    rows = np.repeat(g.node_ids, np.diff(g.indptr.astype(np.int64)))
+    pairs = set(zip(rows.tolist(), g.node_ids[g.indices.astype(np.int64)].tolist()))
+    assert (12, new[0]["id"]) in pairs and (new[0]["id"], 12) in pairs
+    assert (1, 2) in pairs and (5, 6) not in pairs  # sessions s1 and s2 are not chained
+
+
+def test_text_and_doc_formats(tmp_path):
+    store = tmp_path / "st"
+    out = lines(run(store, "ingest", "--format", "text", stdin="first line\n\nsecond line\n"))
+    assert [o["status"] for o in out] == ["stored", "stored"]
+    doc = tmp_path / "notes.txt"
+    body = ("The quick brown fox jumps over the lazy dog. " * 80)[:3000]
+    doc.write_text(body)
+    out = lines(run(store, "ingest", "--format", "doc", str(doc)))
+    spans = chunk_document(body)
+    assert spans == [(0, 1200), (1000, 2200), (2000, 3000)]
+    assert len(out) == 3
+    with Store.open(store) as s:
+        for o, (a, b) in zip(out, spans):
+            if o["status"] == "stored":
+                assert s.body(o["id"])["chunk"] == [a, b]
+                assert s.body(o["id"])["text"] == body[a:b]
+
+
+def test_malformed_line_rejects_whole_input(tmp_path):
+    store = tmp_path / "st"
+    run(store, "ingest", stdin='{"text": "kept from before"}\n')
+    bad = '{"text": "a"}\n{"text": "b", "valence": 7}\n{"text": "c"}\n'
+    p = run(store, "ingest", stdin=bad, check_rc=65)
+    err = p.stderr.decode()
+    assert "-:2" in err and "valence" in err and "Traceback" not in err
+    assert p.stdout == b""
+    assert texts(store) == ["kept from before"]
+    for broken, needle in [('{"text": 5}', "string"), ("not json", "invalid JSON"),
+                           ('{"txt": "x"}', "unknown field"), ('{"text": "x", "timestamp": "May"}', "ISO 8601"),
+                           ('{"text": "   "}', "empty"), ("[1, 2]", "JSON object"),
+                           ('{"text": "x", "tags": "a"}', "tags"), ('{"text": NaN}', "invalid JSON")]:
+        p = run(store, "ingest", stdin=broken + "\n", check_rc=65)
+        assert needle in p.stderr.decode(), (broken, p.stderr.decode())
+    assert texts(store) == ["kept from before"]
+
+
+def test_skip_invalid_stores_good_lines(tmp_path):
+    store = tmp_path / "st"
+    p = run(store, "ingest", "--skip-invalid", stdin='{"text": "a1"}\n{"oops": 1}\n{"text": "b2"}\n')
+    out = lines(p)
+    assert [o["status"] for o in out] == ["invalid", "stored", "stored"]
+    assert out[0]["where"] == "-:2"
+    assert texts(store) == ["a1", "b2"]
+
+
+def test_goal_gating(tmp_path):
+    store = tmp_path / "st"
+    items = [{"text": "The database migration to Postgres 16 failed on the orders table."},
+             {"text": "My cat likes to sleep on the warm laptop keyboard."}]
+    out = lines(run(store, "ingest", "--goal", "database operations and outages",
+                    stdin="\n".join(json.dumps(i) for i in items)))
+    assert out[0]["status"] == "stored" and out[1]["status"] == "gated"
+    assert out[0]["goal_similarity"] > out[1]["goal_similarity"]
+    assert texts(store) == [items[0]["text"]]
+
+
+def test_missing_file_and_bad_format(tmp_path):
+    p = run(tmp_path / "st", "ingest", str(tmp_path / "nope.ndjson"), check_rc=66)
+    assert "no such file" in p.stderr.decode()
+    run(tmp_path / "st", "ingest", "--format", "xml", check_rc=2)
+
+
+def test_kill_9_during_large_ingest(tmp_path):
+    """What ingest reported stored is present; the store verifies; nothing half-written."""
+    store = tmp_path / "st"
+    rng = random.Random(7)
+    acknowledged: list[str] = []
+    for trial in range(4):
+        batch = [json.dumps({"text": f"trial {trial} event {i} {rng.random()}"}) for i in range(300)]
+        env = dict(os.environ, HF_HUB_OFFLINE="1")
+        proc = subprocess.Popen([SYNAPSE, "--store", str(store), "ingest"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        proc.stdin.write("\n".join(batch).encode())
+        proc.stdin.close()
+        time.sleep(rng.uniform(0.3, 4.0))
+        proc.send_signal(signal.SIGKILL)
+        out = proc.stdout.read()
+        proc.wait()
+        reported = [json.loads(x) for x in out.decode().splitlines() if x.strip()]
+        if reported:
+            acknowledged += [json.loads(batch[int(o["where"].split(":")[1]) - 1])["text"]
+                             for o in reported if o["status"] == "stored"]
+        verify = run(store, "inspect", "verify", check_rc=None) if (store / "MANIFEST").exists() else None
+        if verify is not None:
+            assert verify.returncode == 0, verify.stderr.decode()
+            stored = texts(store)
+            assert len(stored) == len(set(stored))
+            assert set(acknowledged) <= set(stored)
+            # All or nothing per invocation: each trial's batch is wholly present or absent.
+            for t in range(trial + 1):
+                n = sum(1 for x in stored if x.startswith(f"trial {t} "))
+                assert n in (0, 300)
+
+
+def test_two_concurrent_ingests(tmp_path):
+    store = tmp_path / "st"
+    run(store, "ingest", stdin='{"text": "seed"}\n')
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    procs = []
+    for w in range(2):
+        data = "\n".join(json.dumps({"text": f"writer {w} item {i}"}) for i in range(40))
+        procs.append(subprocess.Popen([SYNAPSE, "--store", str(store), "--lock-timeout", "120",
+                                       "ingest"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, env=env))
+        procs[-1].stdin.write(data.encode())
+        procs[-1].stdin.close()
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read().decode()
+    stored = texts(store)
+    assert len(stored) == 81 and len(set(stored)) == 81
+    run(store, "inspect", "verify")
