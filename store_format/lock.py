@@ -140,7 +140,9 @@ def _holder_description(fd: int) -> str:
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                # Whitespace collapsed: an argument may hold newlines (`python -c "..."`),
+                # and the message this goes into is one line.
+                cmd = " ".join(f.read().replace(b"\0", b" ").decode(errors="replace").split())
         except OSError:
             cmd = ""
         if len(cmd) > 120:

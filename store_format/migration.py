@@ -1,8 +1,10 @@
 """Header-version migration (seed 004, docs/FORMAT.md section 9).
 
-Each segment is rewritten to `seg-NNNNNN.dat.migrating`, verified (record count, every CRC),
-then a manifest carrying the roll-forward intent is committed, the originals are renamed to
-`.bak` and the new files into place, and a final manifest commits the new header version.
+Every source record is verified first (a conversion recomputes CRCs, so it must never copy
+a damaged record). Each segment is rewritten to `seg-NNNNNN.dat.migrating`, verified (record
+count, every CRC), then a manifest carrying the roll-forward intent is committed, the
+originals are renamed to `.bak` and the new files into place, and a final manifest commits the
+new header version.
 `recover` (run by every writer on open) finishes an interrupted roll-forward or, without an
 intent, deletes orphaned `.migrating` files; so a crash leaves the old store or the new one.
 
@@ -69,6 +71,13 @@ def migrate(store_dir, m: mf.Manifest, to_version: int) -> mf.Manifest:
     committed manifest. Segments already in the target layout are left alone."""
     store = Path(store_dir)
     hdr.check_version(to_version)
+    # Converting recomputes every record CRC, so a damaged source record would come out of
+    # the copy looking healthy: check every source record before anything is written.
+    prev_id = 0
+    for s in m.segments:
+        prev_id = sg.verify_segment(store / s.file, s.records, payload_bytes=m.payload.bytes,
+                                    prev_id=prev_id, expected_dim=m.dim,
+                                    expected_number=int(s.file[4:10])).last_id
     todo = []
     for s in m.segments:
         number = int(s.file[4:10])

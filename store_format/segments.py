@@ -33,6 +33,7 @@ MAX_DIM = 4096
 MIN_PAYLOAD_ENTRY = 16  # payload.log entry overhead: length, record id, CRC
 PAYLOAD_FILE_HEADER = 16
 _CRC_BLOCK_ROWS = 2048  # rows per crc32c_rows call: keeps the column-wise pass in cache
+_CRC_SCALAR_ROWS = 16  # up to this many rows, the byte loop per row is faster
 _NAME_RE = re.compile(r"^seg-(\d{6})\.dat$")
 
 
@@ -213,6 +214,10 @@ def _crc_rows(raw: np.ndarray) -> np.ndarray:
     """CRC32C of bytes 0 .. stride-4 of each row of uint8 (n, stride)."""
     out = np.empty(raw.shape[0], dtype=np.uint32)
     body = raw.shape[1] - 4
+    if raw.shape[0] <= _CRC_SCALAR_ROWS:  # the column-wise pass costs ~2 ms even for one row
+        for i in range(raw.shape[0]):
+            out[i] = crc32c(raw[i, :body].tobytes())
+        return out
     for start in range(0, raw.shape[0], _CRC_BLOCK_ROWS):
         block = np.ascontiguousarray(raw[start:start + _CRC_BLOCK_ROWS, :body])
         out[start:start + block.shape[0]] = crc32c_rows(block)
@@ -470,6 +475,20 @@ class SegmentReader:
     def header_at(self, index: int) -> hdr.Header:
         return hdr.array_to_headers(self.headers[index:index + 1])[0]
 
+    def check(self, start: int = 0, stop: int | None = None, prev_id: int = 0,
+              payload_bytes: int | None = None) -> None:
+        """Validate records `start .. stop` (CRC, header fields, ids above `prev_id`, payload
+        pointer bounds when `payload_bytes` is given); raise the typed error of the first bad
+        one at its byte offset (section 3 "Error offsets")."""
+        stop = self.n if stop is None else stop
+        h = self.header
+        fault = _first_fault(self.raw[start:stop], h.header_version, h.dim, prev_id,
+                             payload_bytes)
+        if fault is not None:
+            i, off, cls, msg = fault
+            raise cls(f"record {start + i}: {msg}", path=self.path,
+                      offset=h.record_offset(start + i) + off)
+
 
 @dataclass(frozen=True)
 class SegmentInfo:
@@ -504,10 +523,7 @@ def verify_segment(path, committed_records: int, payload_bytes: int | None = Non
     """
     r = SegmentReader(path, committed_records, expected_dim, expected_number)
     h = r.header
-    fault = _first_fault(r.raw, h.header_version, h.dim, prev_id, payload_bytes)
-    if fault is not None:
-        i, off, cls, msg = fault
-        raise cls(f"record {i}: {msg}", path=r.path, offset=h.record_offset(i) + off)
+    r.check(prev_id=prev_id, payload_bytes=payload_bytes)
     if r.n == 0:
         return SegmentInfo(h, 0, 0, prev_id)
     return SegmentInfo(h, r.n, int(r.ids[0]), int(r.ids[-1]))

@@ -7,7 +7,8 @@ from . import output
 from .common import JSON_OPTION, store_path
 from .exits import NOINPUT, UserError
 
-inspect_app = typer.Typer(help="Look inside a store: summary, one record, or a full verify.",
+inspect_app = typer.Typer(help="Look inside a store: summary, one record, or a full verify.\n\n"
+                               "Example: synapse inspect --json | jq .records",
                           invoke_without_command=True, no_args_is_help=False)
 
 

@@ -15,7 +15,8 @@ from . import exits, output
 
 app = typer.Typer(
     name="synapse",
-    help="Local episodic-semantic memory for LLM agents: ingest, consolidate, recall.",
+    help="Local episodic-semantic memory for LLM agents: ingest, consolidate, recall.\n\n"
+         "Example: synapse --store ~/notes-memory inspect verify",
     add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -64,20 +65,44 @@ def _register() -> None:
 _register()
 
 
+def _click_exception_types() -> tuple[tuple, tuple, tuple]:
+    """(Exit, Abort, ClickException) classes as this typer raises them.
+
+    typer >= 0.2x vendors its own click (`typer.Exit`, `typer.Abort`, and click exceptions
+    derived from `typer.TyperException`), older typer raises the `click` package's classes:
+    catch both, or a usage error would surface as an internal error with a traceback.
+    """
+    exit_types, abort_types, click_types = [typer.Exit], [typer.Abort], []
+    if hasattr(typer, "TyperException"):
+        click_types.append(typer.TyperException)
+    try:
+        import click
+    except ImportError:
+        pass
+    else:
+        exit_types.append(click.exceptions.Exit)
+        abort_types.append(click.exceptions.Abort)
+        click_types.append(click.ClickException)
+    return tuple(exit_types), tuple(abort_types), tuple(click_types)
+
+
 def run(argv: list[str] | None = None) -> None:
     """Entry point: run the app and turn every outcome into an exit code."""
-    import click
-
+    exit_types, abort_types, click_types = _click_exception_types()
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="synapse")
-    except click.exceptions.Exit as exc:
+    except exit_types as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except abort_types:
         output.error("aborted")
         sys.exit(exits.INTERRUPTED)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exits.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click_types as exc:
+        if hasattr(exc, "show"):
+            exc.show()
+        else:
+            output.error(str(exc))
+        code = getattr(exc, "exit_code", exits.USAGE)  # a UsageError's is 2 (exits.USAGE)
+        sys.exit(code if isinstance(code, int) and code > 0 else exits.USAGE)
     except KeyboardInterrupt:
         output.error("interrupted")
         sys.exit(exits.INTERRUPTED)

@@ -21,7 +21,11 @@ def summary(store: Store) -> dict:
     by_type: Counter = Counter()
     by_flag: Counter = Counter()
     versions: Counter = Counter()
+    prev_id = 0
     for seg in store.segments:
+        # The counts read every record's header: refuse one that fails its CRC or validation.
+        seg.check(prev_id=prev_id, payload_bytes=m.payload.bytes)
+        prev_id = int(seg.ids[-1]) if seg.n else prev_id
         versions[seg.header.header_version] += seg.n
         if not seg.n:
             continue

@@ -83,16 +83,26 @@ class Store:
         seg = int(np.searchsorted(self._starts, pos, side="right")) - 1
         return seg, pos - int(self._starts[seg])
 
-    def header(self, record_id: int) -> Header:
+    def locate_checked(self, record_id: int) -> tuple[int, int]:
+        """`locate`, then validate that record (CRC, header fields, id, payload pointer
+        bounds): a record that fails is never returned (FORMAT.md section 10)."""
         seg, row = self.locate(record_id)
+        pos = int(self._starts[seg]) + row
+        prev = int(self._ids[pos - 1]) if pos else 0
+        self.segments[seg].check(row, row + 1, prev_id=prev,
+                                 payload_bytes=self.manifest.payload.bytes)
+        return seg, row
+
+    def header(self, record_id: int) -> Header:
+        seg, row = self.locate_checked(record_id)
         return self.segments[seg].header_at(row)
 
     def vector(self, record_id: int) -> np.ndarray:
-        seg, row = self.locate(record_id)
+        seg, row = self.locate_checked(record_id)
         return np.array(self.segments[seg].vectors[row])
 
     def body(self, record_id: int) -> dict:
-        seg, row = self.locate(record_id)
+        seg, row = self.locate_checked(record_id)
         s = self.segments[seg]
         return self.payload.read(int(s.payload_offsets[row]), int(s.payload_lengths[row]),
                                  int(record_id))
@@ -131,6 +141,10 @@ class StoreWriter(Store):
             if not create:
                 raise StoreNotFound("no store here", str(path))
             path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        if not create and not os.path.lexists(path / mf.MANIFEST_NAME):
+            # Checked before the lock too, so that pointing a writer at some other directory
+            # does not leave a LOCK file behind in it.
+            raise StoreNotFound("no MANIFEST: not a synapse store", str(path))
         lock = WriterLock(path, lock_timeout).acquire()
         try:
             if not (path / mf.MANIFEST_NAME).exists():

@@ -13,7 +13,7 @@ import numpy as np
 from store_format import graph_files as gf
 from store_format import manifest as mf
 from store_format import segments as sg
-from store_format.errors import StoreError
+from store_format.errors import StoreError, StoreNotFound, UnsafeStore
 from store_format.payload import PayloadReader, verify_payload
 
 
@@ -54,32 +54,44 @@ def verify(store_dir) -> Report:
     report = Report(str(store))
     try:
         m = mf.read_manifest(store)
+    except (StoreNotFound, UnsafeStore):
+        raise  # not damage: no store here (exit 66), or one we refuse to touch (exit 77)
     except StoreError as exc:
         report.problems.append(_problem(exc, mf.MANIFEST_NAME))
         return report  # nothing else can be located without a manifest
     report.checked["manifest_generation"] = m.generation
 
+    payload_ok = True
     try:
         report.checked["payload_entries"] = verify_payload(store / m.payload.file, m.payload.bytes)
     except StoreError as exc:
         report.problems.append(_problem(exc, m.payload.file))
+        payload_ok = False
 
-    prev_id, records, ids = 0, 0, []
+    # A damaged segment hides its record ids: then the edge-endpoint check below would blame
+    # the (healthy) edge log, so it only runs when every segment verified.
+    prev_id, records, ids, segments_ok = 0, 0, [], True
     for s in m.segments:
         try:
             info = sg.verify_segment(store / s.file, s.records, payload_bytes=m.payload.bytes,
                                      prev_id=prev_id, expected_dim=m.dim,
                                      expected_number=int(s.file[4:10]))
-            if info.header.header_version != m.header_version and not m.migration:
-                report.problems.append(Problem(s.file, 10, "InvalidRecord",
-                                               f"header version {info.header.header_version}, "
-                                               f"manifest says {m.header_version}"))
-            _check_payload_owners(store, m, s, report)
-            prev_id = info.last_id
-            records += info.records
-            ids.append(np.array(sg.SegmentReader(store / s.file, s.records).ids))
         except StoreError as exc:
             report.problems.append(_problem(exc, s.file))
+            segments_ok = False
+            continue
+        prev_id = info.last_id
+        records += info.records
+        ids.append(np.array(sg.SegmentReader(store / s.file, s.records).ids))
+        if info.header.header_version != m.header_version and not m.migration:
+            report.problems.append(Problem(s.file, 10, "InvalidRecord",
+                                           f"header version {info.header.header_version}, "
+                                           f"manifest says {m.header_version}"))
+        if payload_ok:  # else the payload problem is already reported, once
+            try:
+                _check_payload_owners(store, m, s, report)
+            except StoreError as exc:
+                report.problems.append(_problem(exc, s.file))
     report.checked["segments"] = len(m.segments)
     report.checked["records"] = records
     if prev_id >= m.next_record_id:
@@ -87,17 +99,27 @@ def verify(store_dir) -> Report:
                                        f"next_record_id {m.next_record_id} is not above the "
                                        f"last record id {prev_id}"))
 
+    log_problem = None
+    try:
+        # Every committed entry, also those already folded into graph.csr (which the live
+        # graph below never reads again).
+        gf.EdgeLog(store / m.graph.log).read(m.graph.log_entries)
+    except StoreError as exc:
+        log_problem = _problem(exc, m.graph.log)
+        report.problems.append(log_problem)
     try:
         g = gf.live_graph(store, *m.graph)
         report.checked["edges"] = g.n_edges
         known = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
-        missing = np.setdiff1d(g.node_ids, known)
+        missing = np.setdiff1d(g.node_ids, known) if segments_ok else ()
         if len(missing):
             report.problems.append(Problem(m.graph.log, None, "InvalidRecord",
                                            f"{len(missing)} edge endpoints are not records "
                                            f"(first: {int(missing[0])})"))
     except StoreError as exc:
-        report.problems.append(_problem(exc, m.graph.log))
+        problem = _problem(exc, m.graph.log)
+        if log_problem is None or problem.file != log_problem.file:  # not the same one twice
+            report.problems.append(problem)
     return report
 
 
