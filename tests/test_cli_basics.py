@@ -32,7 +32,6 @@ def _finish(procs) -> list:
 
 def command_paths() -> list[list[str]]:
     """Every command and group of the app, found from the app itself (new commands included)."""
-    import click  # noqa: F401  (typer may vendor click; only the attributes below are used)
     import typer
 
     from synapse_cli.commands.main import app

@@ -71,7 +71,7 @@ def test_round_trip_of_every_field(tmp_path, version):
     assert verify(path).ok
 
 
-def _assert_tail_gone_after_next_commit(path, old: "State", mems_before, ids_before, version):  # noqa: F821
+def _assert_tail_gone_after_next_commit(path, old, mems_before, ids_before, version):
     """The next writer appends after the committed prefix (truncating any tail first), so
     afterwards every file is exactly its committed length and old records are intact."""
     more = make_memories(7, seed=1234, prefix="after")
