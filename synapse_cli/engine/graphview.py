@@ -2,7 +2,7 @@
 record positions (the stored CSR only has rows for records that have edges)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,6 +20,8 @@ class RecallArrays:
     indices: np.ndarray      # i32 [m], destination positions
     weights: np.ndarray      # f32 [m]
     types: np.ndarray        # u8 [m]
+    # per-snapshot results recall reuses across queries (BM25 index, PageRank); filled lazily
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n(self) -> int:

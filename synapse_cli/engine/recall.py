@@ -98,15 +98,32 @@ def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int):
     return tuple(np.concatenate(p) for p in zip(*parts))
 
 
-def _bm25(store: Store, query: str, ids: np.ndarray, passed: np.ndarray) -> np.ndarray:
-    """BM25 score per record position (0 for records without postings or filtered out)."""
+def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
+    """The store's BM25 index, opened once per snapshot (`cache` lives on the RecallArrays),
+    restricted to the records that passed the scan; its statistics are recomputed only when
+    that set changes from one query to the next."""
     from ..models.bm25 import BM25Index
 
+    index = cache.get("bm25")
+    if index is None:
+        index = cache["bm25"] = BM25Index.open(store.path, store.manifest.bm25)
+        cache["bm25_live"] = None  # a fresh index has every record live
+    live = None if passed.all() else passed
+    prev = cache["bm25_live"]
+    if not (live is None and prev is None) and not (
+            live is not None and prev is not None and np.array_equal(live, prev)):
+        index.set_live(None if live is None else ids[live].tolist())
+        cache["bm25_live"] = None if live is None else live.copy()
+    return index
+
+
+def _bm25(store: Store, query: str, ids: np.ndarray, passed: np.ndarray,
+          cache: dict | None = None) -> np.ndarray:
+    """BM25 score per record position (0 for records without postings or filtered out)."""
     out = np.zeros(len(ids), np.float64)
     if store.manifest.bm25 is None:
         return out
-    index = BM25Index.open(store.path, store.manifest.bm25)
-    index.set_live(ids[passed].tolist() if not passed.all() else None)
+    index = _bm25_index(store, {} if cache is None else cache, ids, passed)
     rids, scores = index.scores(query)
     pos = np.searchsorted(ids, rids)
     ok = (pos < len(ids))
@@ -141,7 +158,8 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                     query_vec: np.ndarray, cfg: RecallConfig, now_ms: int) -> Signals:
     sim, dec, imp = _scan(store, query_vec, cfg, now_ms)
     passed = np.isfinite(sim)
-    bm25 = _bm25(store, query, arrays.ids, passed) if cfg.mode != "vector" else np.zeros(len(sim))
+    bm25 = (_bm25(store, query, arrays.ids, passed, arrays.cache) if cfg.mode != "vector"
+            else np.zeros(len(sim)))
     n = len(sim)
     act = np.zeros(n, np.float32)
     pr = np.zeros(n, np.float32)
@@ -169,10 +187,12 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                                  frontier_only=True, validate=False)
             act = np.where(passed, act, 0).astype(np.float32)
         if cfg.graph and len(arrays.indices):
-            from ..kernels.pagerank import pagerank
+            pr = arrays.cache.get("pagerank")
+            if pr is None:  # a property of the graph, not of the query: once per snapshot
+                from ..kernels.pagerank import pagerank
 
-            pr, _ = pagerank(arrays.indptr, arrays.indices, arrays.weights, validate=False)
-            pr = _norm(np.asarray(pr, np.float64)).astype(np.float32)
+                pr, _ = pagerank(arrays.indptr, arrays.indices, arrays.weights, validate=False)
+                pr = arrays.cache["pagerank"] = _norm(np.asarray(pr, np.float64)).astype(np.float32)
     return Signals(sim, dec, imp, bm25, act, pr, pred, anchors)
 
 
