@@ -56,9 +56,9 @@ def main(
 
 
 def _register() -> None:
-    from . import ingest_cmd, inspect_cmd, migrate_cmd, recall_cmd
+    from . import consolidate_cmd, ingest_cmd, inspect_cmd, migrate_cmd, recall_cmd
 
-    for module in (ingest_cmd, recall_cmd, inspect_cmd, migrate_cmd):
+    for module in (ingest_cmd, consolidate_cmd, recall_cmd, inspect_cmd, migrate_cmd):
         module.register(app)
 
 

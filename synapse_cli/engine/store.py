@@ -209,7 +209,8 @@ class StoreWriter(Store):
             self._edge_entries.append(entries)
 
     def rewrite(self, record_id: int, header: Header | None = None,
-                vector: np.ndarray | None = None, body: dict | None = None) -> None:
+                vector: np.ndarray | None = None, body: dict | None = None,
+                _pointer: tuple[int, int] | None = None) -> None:
         """Replace a committed record's header, vector (float32, requantised) or payload.
 
         The record is rewritten in place with one pwrite (CRC included) and is visible to
@@ -225,7 +226,9 @@ class StoreWriter(Store):
             qv, norms = quantize_batch(np.asarray(vector, np.float32)[None, :])
             q, h = qv[0], h.replace(exact_norm=float(norms[0]))
         off, length = int(old["payload_offset"]), int(old["payload_length"])
-        if body is not None:
+        if _pointer is not None:  # an entry appended (and committed) by rewrite_after_commit
+            off, length = _pointer
+        elif body is not None:
             (off, length), = self._payloads().append([(int(record_id), body)])
             self._pending = dataclasses.replace(
                 self._pending, payload=mf.PayloadRef(self._pending.payload.file,
@@ -279,7 +282,33 @@ class StoreWriter(Store):
         m = m.next_generation()
         mf.write_manifest(self.path, m)
         self.manifest = self._pending = m
+        deferred, self._after_commit = getattr(self, "_after_commit", []), []
+        for rid, header, vector, pointer in deferred:
+            self.rewrite(rid, header=header, vector=vector, _pointer=pointer)
         return m
+
+    def rewrite_after_commit(self, record_id: int, header: Header | None = None,
+                             vector: np.ndarray | None = None, body: dict | None = None) -> None:
+        """`rewrite`, made crash-safe with the transaction: a new payload entry is appended now
+        (committed by the next `commit()`), and the record is rewritten in place only after that
+        commit replaced the manifest, so a record never points past the committed payload."""
+        pointer = None
+        if body is not None:
+            pointer, = self._payloads().append([(int(record_id), body)])
+            self._pending = dataclasses.replace(
+                self._pending, payload=mf.PayloadRef(self._pending.payload.file,
+                                                     self._payloads().length))
+        self.locate(record_id)  # KeyError now rather than after the commit
+        if not hasattr(self, "_after_commit"):
+            self._after_commit = []
+        self._after_commit.append((int(record_id), header, vector, pointer))
+
+    def refresh(self) -> None:
+        """Re-map the committed state (records appended by earlier commits become readable and
+        rewritable through this writer)."""
+        self.payload.close()
+        Store.__init__(self, self.path, self.manifest)
+
 
     # --- helpers -----------------------------------------------------------------------------
 

@@ -1,0 +1,359 @@
+"""`consolidate`: episodic windows -> semantic nodes and graph edges (seed 000 Algorithm 1).
+
+Per window of N unconsolidated episodes of one session or source (oldest first):
+1. replay score (seed 003 B.3) = utility * (1 + frequency bonus); low scores are kept but marked
+   as prune candidates and take no part in extraction;
+2. extraction (cached, FORMAT.md 13.1) of entities and relations from the kept turns;
+3. each entity becomes a node "name [TYPE] type [DESC] description" (seed 002 eq. 1), or merges
+   into an existing node with the same name or cosine >= 0.92 (EMA of the vector);
+4. ABSTRACTION edges episode <-> node, RELATION edges from the extraction, ASSOCIATION edges
+   between similar nodes, at most K incoming non-temporal edges per node;
+5. commit (nodes, edges, BM25 postings, new payload entries), and only then rewrite existing
+   records in place (consolidated flags, EMA vectors): see FORMAT.md 13.3 for why that order
+   makes a crash at any point safe to re-run.
+Dormancy / node garbage collection (seed 000 3.1) is not done here yet.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from store_format import flags as fl
+from store_format import graph_files as gf
+
+from ..models.extractor import candidate_spans, window_text
+from .extract_cache import ExtractCache, cache_key
+from .memory import NewMemory
+from .store import StoreWriter
+
+MAX_LIST = 32  # sources / relations kept in a node's body
+
+
+@dataclass
+class ConsolidateConfig:
+    window: int = 5
+    prune_threshold: float = 0.15
+    dedup_threshold: float = 0.92
+    assoc_threshold: float = 0.92
+    max_in_edges: int = 15
+    abstraction_weight: float = 0.8
+    ema: float = 0.1                # weight of the new vector in a merge
+    entity_bonus: float = 0.1       # per entity repeated in the window or already known (<= 5)
+    recall_bonus: float = 0.1       # per recall (<= 10)
+    max_seconds: float | None = None
+
+
+@dataclass
+class Window:
+    ids: list[int]
+    texts: list[str]        # what the model sees ("speaker: text")
+    timestamp_ms: int       # of the newest episode
+
+
+@dataclass
+class ConsolidateResult:
+    windows: int = 0
+    episodes: int = 0
+    nodes_created: int = 0
+    nodes_merged: int = 0
+    edges: int = 0
+    edges_removed: int = 0
+    prune_candidates: int = 0
+    cache_hits: int = 0
+    extract_seconds: float = 0.0
+    seconds: float = 0.0
+    left_windows: int = 0
+    left_episodes: int = 0
+    extractions: list = field(default_factory=list)  # (window ids, result), for reports
+
+    def as_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in ("windows", "episodes", "nodes_created",
+                                           "nodes_merged", "edges", "edges_removed",
+                                           "prune_candidates", "cache_hits", "left_windows",
+                                           "left_episodes")}
+        d["seconds"] = round(self.seconds, 3)
+        d["extract_seconds"] = round(self.extract_seconds, 3)
+        return d
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, np.float32)
+    return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+def plan_windows(store, size: int) -> list[Window]:
+    """Unconsolidated live episodes grouped by session, else source, else alone; each stream in
+    (timestamp, id) order cut into windows of `size`; windows ordered oldest first."""
+    streams: dict[str, list[tuple[int, int, dict]]] = {}
+    for seg in store.segments:
+        f = np.asarray(seg.headers["flags"])
+        todo = (fl.memory_type_code(f) == fl.MemoryType.EPISODIC) & ~fl.is_tombstone(f) \
+            & ~fl.is_consolidated(f)
+        ts = np.asarray(seg.headers["timestamp_ms"])
+        for row in np.flatnonzero(todo):
+            rid = int(seg.ids[row])
+            body = store.body(rid)
+            key = (f"session:{body['session']}" if body.get("session") else
+                   f"source:{body['source']}" if body.get("source") else f"record:{rid}")
+            streams.setdefault(key, []).append((int(ts[row]), rid, body))
+    windows = []
+    for items in streams.values():
+        items.sort(key=lambda x: (x[0], x[1]))
+        for i in range(0, len(items), size):
+            chunk = items[i:i + size]
+            texts = [f"{b['speaker']}: {b['text']}" if b.get("speaker") else b["text"]
+                     for _, _, b in chunk]
+            windows.append(Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk)))
+    windows.sort(key=lambda w: (w.timestamp_ms - 0, w.ids[0]))
+    return windows
+
+
+class NodeIndex:
+    """The semantic nodes in memory: unit vectors for the dense dedup scan, names, bodies."""
+
+    def __init__(self, dim: int):
+        self.ids: list[int] = []
+        self.vectors = np.zeros((0, dim), np.float32)
+        self.bodies: list[dict] = []
+        self.by_name: dict[str, int] = {}
+
+    @classmethod
+    def load(cls, store) -> "NodeIndex":
+        idx = cls(store.manifest.dim)
+        vecs = []
+        for seg in store.segments:
+            f = np.asarray(seg.headers["flags"])
+            for row in np.flatnonzero((fl.memory_type_code(f) == fl.MemoryType.SEMANTIC)
+                                      & ~fl.is_tombstone(f)):
+                rid = int(seg.ids[row])
+                vecs.append(_unit(np.asarray(seg.vectors[row], np.float32)))  # dequantised
+                idx._add(rid, store.body(rid))
+        if vecs:
+            idx.vectors = np.stack(vecs)
+        return idx
+
+    def _add(self, rid: int, body: dict) -> int:
+        self.ids.append(rid)
+        self.bodies.append(body)
+        self.by_name.setdefault(str(body.get("name", "")).casefold(), len(self.ids) - 1)
+        return len(self.ids) - 1
+
+    def add(self, rid: int, body: dict, vector: np.ndarray) -> int:
+        self.vectors = np.concatenate([self.vectors, _unit(vector)[None]])
+        return self._add(rid, body)
+
+    def match(self, name: str, vector: np.ndarray, threshold: float) -> int | None:
+        """Same name (case-insensitive) first: descriptions differ from window to window, so
+        two mentions of "Caroline" can fall below the cosine threshold; then cosine."""
+        hit = self.by_name.get(name.casefold())
+        if hit is not None:
+            return hit
+        if len(self.ids):
+            sims = self.vectors @ vector
+            best = int(np.argmax(sims))
+            if sims[best] >= threshold:
+                return best
+        return None
+
+
+class InEdges:
+    """Incoming non-temporal edges per node, {dst: {(src, type): weight}}, for the top-K rule."""
+
+    def __init__(self, graph: gf.CSRGraph):
+        self.map: dict[int, dict[tuple[int, int], float]] = {}
+        counts = np.diff(graph.indptr.astype(np.int64))
+        src = np.repeat(graph.node_ids, counts)
+        dst = graph.node_ids[graph.indices.astype(np.intp)]
+        for s, d, t, w in zip(src.tolist(), dst.tolist(), graph.types.tolist(),
+                              graph.weights.tolist()):
+            if t != gf.TEMPORAL:
+                self.map.setdefault(d, {})[(s, t)] = w
+
+    def upsert(self, src: int, dst: int, etype: int, weight: float) -> None:
+        self.map.setdefault(dst, {})[(src, etype)] = weight
+
+    def excess(self, dst: int, k: int) -> list[tuple[int, int]]:
+        """(src, type) of the edges beyond the K strongest (ties: the older source goes)."""
+        edges = self.map.get(dst, {})
+        if len(edges) <= k:
+            return []
+        ranked = sorted(edges.items(), key=lambda e: (-e[1], -e[0][0], e[0][1]))
+        drop = [key for key, _ in ranked[k:]]
+        for key in drop:
+            del edges[key]
+        return drop
+
+
+def replay_scores(w: StoreWriter, win: Window, nodes: NodeIndex,
+                  cfg: ConsolidateConfig) -> np.ndarray:
+    """ReplayScore = utility * (1 + FreqBonus) (seed 003 B.3). Utility is header
+    storage_strength / 2; the bonus counts entity candidates the turn shares with another turn
+    of the window or with a known node, and the turn's recall_count."""
+    cands = candidate_spans(window_text(win.texts))
+    scores = []
+    for i, (rid, text) in enumerate(zip(win.ids, win.texts)):
+        h = w.header(rid)
+        rep = sum(1 for c in cands if c in text and (
+            c.casefold() in nodes.by_name or any(c in t for j, t in enumerate(win.texts) if j != i)))
+        bonus = cfg.entity_bonus * min(rep, 5) + cfg.recall_bonus * min(h.recall_count, 10)
+        scores.append(min(1.0, h.storage_strength / 2.0) * (1.0 + bonus))
+    return np.asarray(scores, np.float64)
+
+
+def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: ExtractCache,
+                    nodes: NodeIndex, inedges: InEdges, cfg: ConsolidateConfig,
+                    res: ConsolidateResult) -> None:
+    scores = replay_scores(w, win, nodes, cfg)
+    keep = [i for i in range(len(win.ids)) if scores[i] >= cfg.prune_threshold]
+    kept_ids = [win.ids[i] for i in keep]
+    kept_texts = [win.texts[i] for i in keep]
+    result = {"entities": [], "relations": []}
+    if keep:
+        key = cache_key(extractor.cache_id, window_text(kept_texts))
+        cached = cache.get(key)
+        if cached is not None:
+            result = cached
+            res.cache_hits += 1
+        else:
+            t0 = time.perf_counter()
+            result = extractor.extract(kept_texts)
+            res.extract_seconds += time.perf_counter() - t0
+            cache.put(key, result)
+    res.extractions.append((win.ids, result))
+
+    # Nodes: merge or create. `slot` maps an entity name to its node (existing or pending).
+    ents = result["entities"]
+    vecs = embedder.encode([f"{e['name']} [TYPE] {e['type']} [DESC] {e['description']}"
+                            for e in ents]) if ents else np.zeros((0, w.manifest.dim))
+    pending: list[tuple[NewMemory, int]] = []   # (memory, index in `nodes`)
+    touched_existing: dict[int, None] = {}
+    window_nodes: dict[str, int] = {}           # casefolded name -> index in `nodes`
+    n_existing = len(nodes.ids)
+    for e, v in zip(ents, vecs):
+        v = _unit(v)
+        hit = nodes.match(e["name"], v, cfg.dedup_threshold)
+        if hit is not None:
+            nodes.vectors[hit] = _unit((1 - cfg.ema) * nodes.vectors[hit] + cfg.ema * v)
+            body = nodes.bodies[hit]
+            body["sources"] = (list(body.get("sources", [])) + kept_ids)[-MAX_LIST:]
+            if hit < n_existing:
+                touched_existing[hit] = None
+                res.nodes_merged += 1
+        else:
+            text = f"{e['name']} [TYPE] {e['type']} [DESC] {e['description']}"
+            body = {"name": e["name"], "etype": e["type"], "desc": e["description"],
+                    "sources": list(kept_ids), "relations": []}
+            hit = nodes.add(0, body, v)  # id assigned at append
+            pending.append((NewMemory(text=text, vector=v, timestamp_ms=win.timestamp_ms,
+                                      memory_type=fl.MemoryType.SEMANTIC, resolved=True,
+                                      meta={}), hit))
+            res.nodes_created += 1
+        window_nodes[e["name"].casefold()] = hit
+    for r in result["relations"]:
+        s, d = window_nodes.get(r["src"].casefold()), window_nodes.get(r["dst"].casefold())
+        if s is not None and d is not None and s != d:
+            rels = nodes.bodies[s].setdefault("relations", [])
+            entry = [nodes.bodies[d]["name"], r["rel"], float(r["weight"])]
+            if entry not in rels:
+                rels[:] = (rels + [entry])[-MAX_LIST:]
+            if s < n_existing:
+                touched_existing[s] = None
+
+    for mem, i in pending:  # bodies are final now (relations of this window included)
+        b = nodes.bodies[i]
+        mem.meta = dict(b)
+        mem.vector = nodes.vectors[i]
+    new_ids = w.append([m for m, _ in pending])
+    for rid, (_, i) in zip(new_ids, pending):
+        nodes.ids[i] = rid
+    if new_ids:
+        from ..models.bm25 import BM25Index
+
+        bm25 = BM25Index.open(w.path, w.manifest.bm25, append_only=True)
+        w.stage(bm25=bm25.add(new_ids, [f"{nodes.bodies[i]['name']} {nodes.bodies[i]['desc']}"
+                                        for _, i in pending]))
+
+    # Edges.
+    src, dst, typ, wgt = [], [], [], []
+
+    def edge(a: int, b: int, t: int, x: float) -> None:
+        x = float(min(1.0, max(0.0, x)))
+        src.append(a), dst.append(b), typ.append(t), wgt.append(x)
+        inedges.upsert(a, b, t, x)
+
+    node_ids = sorted({nodes.ids[i] for i in window_nodes.values()})
+    for ep in kept_ids:
+        for nid in node_ids:
+            edge(ep, nid, gf.ABSTRACTION, cfg.abstraction_weight)
+            edge(nid, ep, gf.ABSTRACTION, cfg.abstraction_weight)
+    for r in result["relations"]:
+        s, d = window_nodes.get(r["src"].casefold()), window_nodes.get(r["dst"].casefold())
+        if s is not None and d is not None and s != d:
+            edge(nodes.ids[s], nodes.ids[d], gf.RELATION, r["weight"])
+    for i in sorted(set(window_nodes.values())):
+        sims = nodes.vectors @ nodes.vectors[i]
+        sims[i] = -1.0
+        for j in np.argsort(-sims)[:cfg.max_in_edges]:
+            if sims[j] <= cfg.assoc_threshold:
+                break
+            edge(nodes.ids[i], nodes.ids[int(j)], gf.ASSOCIATION, sims[j])
+            edge(nodes.ids[int(j)], nodes.ids[i], gf.ASSOCIATION, sims[j])
+    if src:
+        w.add_edges(src, dst, np.asarray(typ, np.uint8), np.asarray(wgt, np.float32))
+        res.edges += len(src)
+    rs, rd, rt = [], [], []
+    for d in sorted(set(dst)):
+        for s, t in inedges.excess(d, cfg.max_in_edges):
+            rs.append(s), rd.append(d), rt.append(t)
+    if rs:  # after the upserts in the same commit: the log applies entries in order
+        w.add_edges(rs, rd, np.asarray(rt, np.uint8), 0.0, gf.REMOVE)
+        res.edges_removed += len(rs)
+
+    # In-place rewrites of committed records: applied by commit() after the manifest.
+    for i in touched_existing:
+        w.rewrite_after_commit(nodes.ids[i], vector=nodes.vectors[i],
+                               body={"text": w.body(nodes.ids[i])["text"], **nodes.bodies[i]})
+    for k, rid in enumerate(win.ids):
+        h = w.header(rid)
+        h = h.replace(flags=fl.set_flag(h.flags, fl.CONSOLIDATED))
+        if scores[k] < cfg.prune_threshold:
+            body = dict(w.body(rid), prune_candidate=True, replay_score=round(float(scores[k]), 4))
+            w.rewrite_after_commit(rid, header=h, body=body)
+            res.prune_candidates += 1
+        else:
+            w.rewrite_after_commit(rid, header=h)
+    w.commit()
+    w.refresh()
+    res.windows += 1
+    res.episodes += len(win.ids)
+
+
+def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | None = None,
+                progress=None) -> ConsolidateResult:
+    """Consolidate every pending window of the store held by writer `w`, one commit each.
+
+    `progress(done, total)` is called after each window. Stops between windows once
+    `cfg.max_seconds` have passed; `left_windows` / `left_episodes` say what remains.
+    """
+    cfg = cfg or ConsolidateConfig()
+    t0 = time.perf_counter()
+    res = ConsolidateResult()
+    windows = plan_windows(w, cfg.window)
+    if not windows:
+        res.seconds = time.perf_counter() - t0
+        return res
+    cache = ExtractCache(w.path)
+    nodes = NodeIndex.load(w)
+    inedges = InEdges(w.graph())
+    for n, win in enumerate(windows):
+        if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
+            res.left_windows = len(windows) - n
+            res.left_episodes = sum(len(x.ids) for x in windows[n:])
+            break
+        _process_window(w, win, extractor, embedder, cache, nodes, inedges, cfg, res)
+        if progress is not None:
+            progress(n + 1, len(windows))
+    res.seconds = time.perf_counter() - t0
+    return res

@@ -1,0 +1,108 @@
+"""The extraction cache `extract.cache` and model-hash file `extract.models` (FORMAT.md 13).
+
+Not committed data: a damaged line is skipped (and its window extracted again), never an error.
+Only the holder of the writer lock writes here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from store_format.crc32c import crc32c
+from store_format.fileio import FILE_MODE
+
+CACHE_NAME = "extract.cache"
+MODELS_NAME = "extract.models"
+
+
+def cache_key(cache_id: str, window_text: str) -> str:
+    """SHA-256 of `model_sha256 \\n prompt_version \\n window_text` (cache_id holds the first two)."""
+    return hashlib.sha256(f"{cache_id}\n{window_text}".encode("utf-8")).hexdigest()
+
+
+def _valid_result(v) -> bool:
+    return (isinstance(v, dict) and isinstance(v.get("entities"), list)
+            and isinstance(v.get("relations"), list))
+
+
+class ExtractCache:
+    """Append-only NDJSON with a CRC per line; loaded whole at open (it is small: one line per
+    window of five turns)."""
+
+    def __init__(self, store_dir: os.PathLike | str):
+        self.path = Path(store_dir) / CACHE_NAME
+        self.entries: dict[str, dict] = {}
+        self.skipped = 0
+        self._good_end = 0  # byte length up to the last complete line
+        if self.path.exists():
+            self._load(self.path.read_bytes())
+
+    def _load(self, data: bytes) -> None:
+        pos = 0
+        while True:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                break  # a torn last line (no LF) is dropped before the next append
+            line, pos = data[pos:nl], nl + 1
+            self._good_end = pos
+            body, tab, crc = line.rpartition(b"\t")
+            try:
+                if not tab or int(crc, 16) != crc32c(body) or len(crc) != 8:
+                    raise ValueError
+                obj = json.loads(body)
+                if not (isinstance(obj, dict) and isinstance(obj.get("k"), str)
+                        and len(obj["k"]) == 64 and _valid_result(obj.get("v"))):
+                    raise ValueError
+            except ValueError:
+                self.skipped += 1
+                continue
+            self.entries[obj["k"]] = obj["v"]
+
+    def get(self, key: str) -> dict | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, result: dict) -> None:
+        """Append one line (flushed to the OS: a `kill -9` loses nothing; power loss at worst a
+        tail that the next load drops)."""
+        body = json.dumps({"k": key, "v": result}, ensure_ascii=False,
+                          separators=(",", ":")).encode("utf-8")
+        line = body + b"\t" + f"{crc32c(body):08x}".encode() + b"\n"
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        try:
+            os.ftruncate(fd, self._good_end)
+            os.pwrite(fd, line, self._good_end)
+        finally:
+            os.close(fd)
+        self._good_end += len(line)
+        self.entries[key] = result
+
+
+def model_sha256(store_dir: os.PathLike | str, model_path: os.PathLike | str) -> str:
+    """SHA-256 of a model file, remembered in `extract.models` by (path, size, mtime_ns)."""
+    from ..models.extractor import file_sha256
+
+    path = str(Path(model_path).resolve())
+    st = os.stat(path)
+    table_path = Path(store_dir) / MODELS_NAME
+    try:
+        table = json.loads(table_path.read_text("utf-8"))
+        if not isinstance(table, dict):
+            table = {}
+    except (OSError, ValueError):
+        table = {}
+    hit = table.get(path)
+    if isinstance(hit, dict) and hit.get("size") == st.st_size \
+            and hit.get("mtime_ns") == st.st_mtime_ns and isinstance(hit.get("sha256"), str):
+        return hit["sha256"]
+    digest = file_sha256(path)
+    table[path] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+    tmp = table_path.with_name(MODELS_NAME + ".tmp")
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE),
+              "w", encoding="utf-8") as f:
+        json.dump(table, f, separators=(",", ":"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, table_path)
+    return digest

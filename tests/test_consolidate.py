@@ -1,0 +1,326 @@
+"""`synapse consolidate`: windows, nodes, edges, flags, cache, crash safety, lock, budget,
+silence; with a fake extractor (fast, exact) and with the real SmolLM2 model."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from store_format import flags as fl
+from store_format import graph_files as gf
+from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate, plan_windows
+from synapse_cli.engine.extract_cache import CACHE_NAME, ExtractCache
+from synapse_cli.engine.store import Store, StoreWriter
+from synapse_cli.engine.verify import verify
+from synapse_cli.models.extractor import candidate_spans, clean_result
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fakes_extractor import FakeExtractor  # noqa: E402
+
+SYNAPSE = str(Path(sys.executable).with_name("synapse"))
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ["Caroline", "Melanie", "Maya", "Berlin", "Dolomites", "Pixel", "Blue Bottle", "Oslo"]
+
+
+def run(store, *args, stdin: bytes = b"", check_rc: int | None = 0, env=None, timeout=600):
+    env = dict(os.environ, HF_HUB_OFFLINE="1") if env is None else env
+    p = subprocess.run([SYNAPSE, "--store", str(store), *args], input=stdin,
+                       capture_output=True, env=env, timeout=timeout)
+    if check_rc is not None:
+        assert p.returncode == check_rc, (p.returncode, p.stderr.decode())
+    return p
+
+
+def synthetic(n: int, sessions: int = 4, seed: int = 0) -> bytes:
+    rnd = random.Random(seed)
+    rows = []
+    for i in range(n):
+        a, b = rnd.sample(NAMES, 2)
+        rows.append({"text": f"{a} talked with {b} about trip number {i} and the weather.",
+                     "speaker": rnd.choice(["Caroline", "Melanie"]),
+                     "session": f"s{i % sessions}", "timestamp": 1_700_000_000_000 + i * 60_000})
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from synapse_cli.models.embedder import get_embedder
+
+    return get_embedder()
+
+
+def ingest_bytes(store, data: bytes):
+    run(store, "ingest", stdin=data)
+
+
+def semantic_names(store) -> list[str]:
+    with Store.open(store) as s:
+        out = []
+        for rid in s.ids:
+            h = s.header(int(rid))
+            if fl.memory_type(h.flags) == fl.MemoryType.SEMANTIC:
+                out.append(s.body(int(rid))["name"])
+        return out
+
+
+def live_edges(store) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with Store.open(store) as s:
+        g = s.graph()
+        src = np.repeat(g.node_ids, np.diff(g.indptr.astype(np.int64)))
+        return src, g.node_ids[g.indices.astype(np.intp)], np.asarray(g.types)
+
+
+def run_fake(store, embedder, extractor=None, **cfg):
+    with StoreWriter.open(store) as w:
+        return consolidate(w, extractor or FakeExtractor(), embedder, ConsolidateConfig(**cfg))
+
+
+# --- candidate spans and result cleaning ---------------------------------------------------------
+
+def test_candidate_spans_occur_verbatim():
+    text = ("Caroline: Caroline hiked near Lago di Braies with Maya.\nMelanie: They met at "
+            "Blue Bottle on Friday at 10am and adopted a rescue dog named Pixel.")
+    c = candidate_spans(text)
+    assert {"Caroline", "Lago di Braies", "Maya", "Blue Bottle", "Friday", "10am", "Pixel",
+            "rescue dog"} <= set(c)
+    assert "They" not in c and all(x in text for x in c)
+    assert not any("\n" in x or ":" in x for x in c)
+
+
+def test_clean_result_drops_invented_and_duplicate_names():
+    texts = ["Caroline: I met Maya in Berlin."]
+    raw = {"entities": [["Caroline", "place"], ["Bob", "person"], ["Maya", "person"],
+                        ["maya", "object"], ["Berlin", "bogus"]],
+           "relations": [["Caroline", "met", "Maya", 7], ["Maya", "x", "Bob", 0.5],
+                         ["Maya", "self", "Maya", 0.5]]}
+    r = clean_result(raw, texts, candidate_spans(texts[0]))
+    assert [e["name"] for e in r["entities"]] == ["Caroline", "Maya", "Berlin"]
+    assert r["entities"][0]["type"] == "person"       # a speaker is a person
+    assert r["entities"][2]["type"] == "concept"      # unknown type
+    assert r["relations"] == [{"src": "Caroline", "dst": "Maya", "rel": "met", "weight": 1.0}]
+    assert r["entities"][1]["description"] == "I met Maya in Berlin"
+
+
+# --- the engine with the fake extractor ----------------------------------------------------------
+
+def test_windows_nodes_edges_flags(tmp_path, embedder):
+    store = tmp_path / "st"
+    ingest_bytes(store, (ROOT / "fixtures" / "demo.ndjson").read_bytes())
+    with Store.open(store) as s:
+        wins = plan_windows(s, 5)
+    assert [len(w.ids) for w in wins] == [5, 3, 4]  # sessions s1, s2, s3; oldest first
+    res = run_fake(store, embedder)
+    assert (res.windows, res.episodes, res.left_windows) == (3, 12, 0)
+    names = semantic_names(store)
+    assert len(names) == len({n.casefold() for n in names}) == res.nodes_created
+    assert res.nodes_merged > 0  # Caroline / Melanie recur across windows
+    with Store.open(store) as s:
+        for rid in s.ids:
+            h = s.header(int(rid))
+            if fl.memory_type(h.flags) == fl.MemoryType.EPISODIC:
+                assert fl.is_consolidated(h.flags)
+            else:
+                body = s.body(int(rid))
+                assert body["text"].startswith(f"{body['name']} [TYPE] {body['etype']} [DESC] ")
+    src, dst, typ = live_edges(store)
+    keys = set(zip(src.tolist(), dst.tolist(), typ.tolist()))
+    ab = [(a, b) for a, b, t in keys if t == gf.ABSTRACTION]
+    assert ab and all((b, a, gf.ABSTRACTION) in keys for a, b in ab)  # both directions
+    assert any(t == gf.RELATION for _, _, t in keys)
+    assert verify(store).ok
+    again = run_fake(store, embedder)
+    assert again.windows == 0 and semantic_names(store) == names
+
+
+def test_low_replay_score_marks_prune_candidates(tmp_path, embedder):
+    store = tmp_path / "st"
+    ingest_bytes(store, synthetic(10, sessions=1))
+    res = run_fake(store, embedder, prune_threshold=10.0)  # everything is below
+    assert res.prune_candidates == 10 and res.nodes_created == 0
+    with Store.open(store) as s:
+        for rid in s.ids:
+            assert s.body(int(rid))["prune_candidate"] is True
+            assert fl.is_consolidated(s.header(int(rid)).flags)
+    assert verify(store).ok
+
+
+def test_incoming_edges_capped(tmp_path, embedder):
+    store = tmp_path / "st"
+    ingest_bytes(store, synthetic(60))
+    res = run_fake(store, embedder, max_in_edges=4)
+    assert res.edges_removed > 0
+    src, dst, typ = live_edges(store)
+    nontemporal = Counter(d for d, t in zip(dst.tolist(), typ.tolist()) if t != gf.TEMPORAL)
+    assert max(nontemporal.values()) <= 4
+    assert verify(store).ok
+
+
+def test_crash_between_commit_and_rewrites_does_not_duplicate(tmp_path, embedder, monkeypatch):
+    """The committed nodes and edges exist but the episodes were never flagged: a re-run must
+    merge into those nodes and upsert the same edge keys."""
+    store = tmp_path / "st"
+    ingest_bytes(store, synthetic(20, sessions=2))
+
+    class Crash(BaseException):
+        pass
+
+    def crash(*a, **k):
+        raise Crash
+
+    with StoreWriter.open(store) as w:
+        monkeypatch.setattr(StoreWriter, "rewrite", crash)
+        with pytest.raises(Crash):
+            consolidate(w, FakeExtractor(), embedder, ConsolidateConfig())
+    monkeypatch.undo()
+    names_before = semantic_names(store)
+    assert names_before  # the first window's nodes were committed
+    fake = FakeExtractor()
+    run_fake(store, embedder, extractor=fake)
+    names = semantic_names(store)
+    assert len(names) == len({n.casefold() for n in names})
+    assert set(names_before) <= set(names)
+    assert verify(store).ok
+    assert len(ExtractCache(store).entries) == 4 and fake.calls == 3  # window 1 from the cache
+
+
+def test_cache_ignores_damaged_lines(tmp_path):
+    cache = ExtractCache(tmp_path)
+    cache.put("a" * 64, {"entities": [], "relations": []})
+    cache.put("b" * 64, {"entities": [{"name": "X"}], "relations": []})
+    data = (tmp_path / CACHE_NAME).read_bytes()
+    lines = data.split(b"\n")
+    lines[0] = lines[0].replace(b"relations", b"relatiOns")  # CRC no longer matches
+    (tmp_path / CACHE_NAME).write_bytes(b"\n".join(lines) + b'{"k":"torn')
+    again = ExtractCache(tmp_path)
+    assert set(again.entries) == {"b" * 64} and again.skipped == 1
+    again.put("c" * 64, {"entities": [], "relations": []})  # the torn tail is cut first
+    assert set(ExtractCache(tmp_path).entries) == {"b" * 64, "c" * 64}
+
+
+DRIVER = """
+import sys
+sys.path.insert(0, {tests!r})
+from fakes_extractor import FakeExtractor
+from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
+from synapse_cli.engine.store import StoreWriter
+from synapse_cli.models.embedder import get_embedder
+e = get_embedder()
+print("ready", flush=True)
+with StoreWriter.open({store!r}) as w:
+    consolidate(w, FakeExtractor(), e, ConsolidateConfig())
+"""
+
+
+def test_kill_9_during_consolidation_then_rerun(tmp_path, embedder):
+    store = tmp_path / "st"
+    ingest_bytes(store, synthetic(150, sessions=5))
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(tests=str(ROOT / "tests"), store=str(store)))
+    rnd = random.Random(1)
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    for _ in range(4):
+        p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=env)
+        p.stdout.readline()
+        time.sleep(rnd.uniform(0.2, 1.2))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        assert verify(store).ok
+    res = run_fake(store, embedder)
+    assert verify(store).ok
+    names = semantic_names(store)
+    assert len(names) == len({n.casefold() for n in names})
+    with Store.open(store) as s:
+        assert not plan_windows(s, 5)  # everything consolidated exactly once
+    # Same graph as a clean run on a fresh copy of the input.
+    clean = tmp_path / "clean"
+    ingest_bytes(clean, synthetic(150, sessions=5))
+    run_fake(clean, embedder)
+    assert sorted(semantic_names(clean)) == sorted(names)
+    assert res.windows < 30
+
+
+# --- the CLI -------------------------------------------------------------------------------------
+
+def test_lock_busy_exits_75(tmp_path):
+    store = tmp_path / "st"
+    ingest_bytes(store, (ROOT / "fixtures" / "demo.ndjson").read_bytes())
+    with StoreWriter.open(store):
+        p = run(store, "--lock-timeout", "0", "consolidate", check_rc=75)
+    assert b"lock" in p.stderr.lower()
+
+
+def test_max_seconds_zero_leaves_work_and_exits_75(tmp_path):
+    store = tmp_path / "st"
+    ingest_bytes(store, (ROOT / "fixtures" / "demo.ndjson").read_bytes())
+    p = run(store, "consolidate", "--max-seconds", "0", "--json", check_rc=75)
+    summary = json.loads(p.stdout)
+    assert summary["windows"] == 0 and summary["left_windows"] == 3
+    assert summary["left_episodes"] == 12
+
+
+@pytest.mark.slow
+def test_cli_with_real_model_is_silent_and_resumable(tmp_path):
+    store = tmp_path / "st"
+    ingest_bytes(store, (ROOT / "fixtures" / "demo.ndjson").read_bytes())
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+           "SYNAPSE_HOME": str(store)}
+    p = subprocess.run(["env", "-i", *(f"{k}={v}" for k, v in env.items()), SYNAPSE,
+                        "consolidate"], capture_output=True, stdin=subprocess.DEVNULL,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stdout == b"" and p.stderr == b""
+    names = semantic_names(store)
+    assert names and len(names) == len({n.casefold() for n in names})
+    demo = (ROOT / "fixtures" / "demo.ndjson").read_text()
+    assert all(n in demo for n in names)
+    assert verify(store).ok
+    assert len(ExtractCache(store).entries) == 3
+
+
+@pytest.mark.slow
+def test_real_model_kill_9_then_rerun(tmp_path):
+    store = tmp_path / "st"
+    ingest_bytes(store, synthetic(30, sessions=2))
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    p = subprocess.Popen([SYNAPSE, "--store", str(store), "consolidate"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and not (store / CACHE_NAME).exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert verify(store).ok
+    run(store, "consolidate")
+    names = semantic_names(store)
+    assert len(names) == len({n.casefold() for n in names})
+    src, dst, typ = live_edges(store)
+    assert len(set(zip(src.tolist(), dst.tolist(), typ.tolist()))) == len(src)
+    assert verify(store).ok
+
+
+@pytest.mark.slow
+def test_real_model_names_occur_in_window():
+    from synapse_cli.models.extractor import LlamaExtractor
+
+    x = LlamaExtractor()
+    rows = [json.loads(line) for line in (ROOT / "fixtures" / "demo.ndjson").open()]
+    texts = [f"{r['speaker']}: {r['text']}" for r in rows[:5]]
+    r1 = x.extract(texts)
+    assert r1 == x.extract(texts)  # deterministic
+    assert r1["entities"]
+    joined = "\n".join(texts)
+    for e in r1["entities"]:
+        assert e["name"] in joined and e["type"]
+    for r in r1["relations"]:
+        assert 0.0 <= r["weight"] <= 1.0
