@@ -216,7 +216,7 @@ class StoreWriter(Store):
         The record is rewritten in place with one pwrite (CRC included) and is visible to
         readers at once; a new payload entry is appended and committed with the transaction.
         """
-        seg, row = self.locate(record_id)
+        seg, row = self.locate_checked(record_id)  # never re-sign a damaged record
         reader = self.segments[seg]
         old = reader.records[row]
         version = reader.header.header_version
@@ -246,7 +246,7 @@ class StoreWriter(Store):
         """Reconsolidation (seed 004): recall_count + 1 on each record, one fsync per segment."""
         by_segment: dict[int, list[int]] = {}
         for rid in record_ids:
-            seg, row = self.locate(int(rid))
+            seg, row = self.locate_checked(int(rid))  # never re-sign a damaged record
             by_segment.setdefault(seg, []).append(row)
         for seg, rows in by_segment.items():
             reader = self.segments[seg]
@@ -308,7 +308,6 @@ class StoreWriter(Store):
         rewritable through this writer)."""
         self.payload.close()
         Store.__init__(self, self.path, self.manifest)
-
 
     # --- helpers -----------------------------------------------------------------------------
 

