@@ -46,6 +46,42 @@ BM25_LOG_NAME = "bm25.log"
 BM25_VOCAB_NAME = "bm25.vocab"
 INGEST_NAME = "ingest.idx"
 SEGMENT_RE = re.compile(r"seg-(\d{6})\.dat")
+
+
+def generation_name(base: str, generation: int) -> str:
+    """`payload.log` -> `payload-G.log`: the name compaction gives a rewritten file (s. 14)."""
+    stem, dot, ext = base.partition(".")
+    return f"{stem}-{int(generation)}{dot}{ext}"
+
+
+def _gen_re(base: str) -> re.Pattern:
+    """`base` or `base` with a compaction generation before the extension (FORMAT.md s. 2)."""
+    stem, _, ext = base.partition(".")
+    return re.compile(rf"{re.escape(stem)}(?:-[1-9]\d{{0,19}})?\.{re.escape(ext)}")
+
+
+PAYLOAD_RE, CSR_RE, EDGE_LOG_RE = _gen_re(PAYLOAD_NAME), _gen_re(CSR_NAME), _gen_re(EDGE_LOG_NAME)
+BM25_LOG_RE, BM25_VOCAB_RE, INGEST_RE = (_gen_re(BM25_LOG_NAME), _gen_re(BM25_VOCAB_NAME),
+                                         _gen_re(INGEST_NAME))
+# Every data file a manifest can name; a writer deletes the ones its manifest does not (s. 14.2).
+DATA_FILE_RES = (SEGMENT_RE, PAYLOAD_RE, CSR_RE, EDGE_LOG_RE, BM25_LOG_RE, BM25_VOCAB_RE,
+                 INGEST_RE)
+
+
+def named_files(m: "Manifest") -> set[str]:
+    """The files manifest `m` names (segments, payload, graph, BM25, ingest index)."""
+    names = {s.file for s in m.segments} | {m.payload.file, m.graph.log}
+    if m.graph.csr is not None:
+        names.add(m.graph.csr)
+    if m.bm25 is not None:
+        names |= {m.bm25["log"], m.bm25["vocab"]}
+    if m.ingest is not None:
+        names.add(m.ingest["file"])
+    return names
+
+
+def is_data_file(name: str) -> bool:
+    return any(r.fullmatch(name) for r in DATA_FILE_RES)
 STORE_ID_RE = re.compile(r"[0-9a-f]{32}")
 HEADER_BYTES = {1: 32, 2: 48, 3: 64}  # record header size per header version (section 4)
 SEGMENT_FILE_HEADER = 64
@@ -281,21 +317,21 @@ def _from_body(obj: Any, path: str) -> Manifest:
         raise c.fail(f"segments hold {total} records but next_record_id is {next_record_id}")
 
     p = c.obj(obj["payload"], "payload", {"file", "bytes"})
-    payload = PayloadRef(c.name(p["file"], "payload.file", PAYLOAD_NAME),
+    payload = PayloadRef(c.name(p["file"], "payload.file", PAYLOAD_RE),
                          c.integer(p["bytes"], "payload.bytes", PAYLOAD_FILE_HEADER, MAX_U64))
 
     g = c.obj(obj["graph"], "graph", {"csr", "log", "log_entries"})
-    csr = None if g["csr"] is None else c.name(g["csr"], "graph.csr", CSR_NAME)
+    csr = None if g["csr"] is None else c.name(g["csr"], "graph.csr", CSR_RE)
     max_entries = (MAX_U64 - EDGE_LOG_HEADER) // EDGE_ENTRY_SIZE  # the byte length must fit a u64
-    graph = GraphRef(csr, c.name(g["log"], "graph.log", EDGE_LOG_NAME),
+    graph = GraphRef(csr, c.name(g["log"], "graph.log", EDGE_LOG_RE),
                      c.integer(g["log_entries"], "graph.log_entries", 0, max_entries))
 
     bm25 = None
     if "bm25" in obj:
         b = c.obj(obj["bm25"], "bm25", {"log", "log_bytes", "vocab", "vocab_bytes"})
-        bm25 = {"log": c.name(b["log"], "bm25.log", BM25_LOG_NAME),
+        bm25 = {"log": c.name(b["log"], "bm25.log", BM25_LOG_RE),
                 "log_bytes": c.integer(b["log_bytes"], "bm25.log_bytes", 0, MAX_U64),
-                "vocab": c.name(b["vocab"], "bm25.vocab", BM25_VOCAB_NAME),
+                "vocab": c.name(b["vocab"], "bm25.vocab", BM25_VOCAB_RE),
                 "vocab_bytes": c.integer(b["vocab_bytes"], "bm25.vocab_bytes", 0, MAX_U64)}
         for key in ("log_bytes", "vocab_bytes"):
             if 0 < bm25[key] < 16:  # 0: not written yet; otherwise at least the file header
@@ -304,7 +340,7 @@ def _from_body(obj: Any, path: str) -> Manifest:
     ingest = None
     if "ingest" in obj:
         i = c.obj(obj["ingest"], "ingest", {"file", "entries"})
-        ingest = {"file": c.name(i["file"], "ingest.file", INGEST_NAME),
+        ingest = {"file": c.name(i["file"], "ingest.file", INGEST_RE),
                   "entries": c.integer(i["entries"], "ingest.entries", 0, MAX_U64 // 64)}
 
     migration = None

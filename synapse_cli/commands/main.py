@@ -56,9 +56,11 @@ def main(
 
 
 def _register() -> None:
-    from . import consolidate_cmd, ingest_cmd, inspect_cmd, migrate_cmd, recall_cmd
+    from . import (consolidate_cmd, ingest_cmd, inspect_cmd, mark_cmd, migrate_cmd, prune_cmd,
+                   recall_cmd)
 
-    for module in (ingest_cmd, consolidate_cmd, recall_cmd, inspect_cmd, migrate_cmd):
+    for module in (ingest_cmd, consolidate_cmd, recall_cmd, inspect_cmd, migrate_cmd, prune_cmd,
+                   mark_cmd):
         module.register(app)
 
 

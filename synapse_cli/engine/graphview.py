@@ -1,5 +1,6 @@
 """The arrays recall works on: every committed record in id order, with the graph mapped onto
-record positions (the stored CSR only has rows for records that have edges)."""
+record positions (the stored CSR only has rows for records that have edges). Edges touching a
+tombstoned record are dropped."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -50,6 +51,10 @@ def build(store: Store) -> RecallArrays:
         dst = row_pos[g.indices.astype(np.int64)]
         dst_ok = row_ok[g.indices.astype(np.int64)]
         keep = src_ok & dst_ok
+        # A tombstoned record is in the trash (FORMAT.md 14.1): no activation flows through it
+        # and it takes no part in PageRank, exactly as after compaction removed it.
+        dead = fl.is_tombstone(flags)
+        keep[keep] &= ~dead[src[keep]] & ~dead[dst[keep]]
         src, dst = src[keep], dst[keep]
         order = np.argsort(src, kind="stable")
         src, dst = src[order], dst[order]

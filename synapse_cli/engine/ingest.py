@@ -99,7 +99,8 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     result = IngestResult()
     m = w.manifest
-    index_file = w.path / ix.NAME
+    index_name = m.ingest["file"] if m.ingest is not None else ix.NAME  # -G after compaction
+    index_file = w.path / index_name
     if m.ingest is None or not index_file.exists():
         ix.create(index_file)
         committed_entries = 0
@@ -200,7 +201,7 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     bm25_committed = bm25.add(ids, [it.text for _, it, _ in fresh])
     entries = ix.make_entries([d for _, _, d in fresh], ids, sessions)
     n = ix.append(index_file, committed_entries, entries)
-    w.stage(bm25=bm25_committed, ingest={"file": ix.NAME, "entries": n})
+    w.stage(bm25=bm25_committed, ingest={"file": index_name, "entries": n})
     w.commit()
     result.seconds = time.perf_counter() - t0
     return result

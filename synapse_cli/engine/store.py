@@ -16,7 +16,7 @@ from store_format import graph_files as gf
 from store_format import manifest as mf
 from store_format import migration, segments as sg
 from store_format.errors import InvalidRecord, StoreNotFound
-from store_format.fileio import DIR_MODE
+from store_format.fileio import DIR_MODE, fsync_dir
 from store_format.headers import Header, array_to_headers
 from store_format.lock import WriterLock
 from store_format.payload import PayloadReader, PayloadWriter, create_payload_log
@@ -266,6 +266,52 @@ class StoreWriter(Store):
             finally:
                 os.close(fd)
 
+    def set_flags(self, flags_by_id: dict[int, int]) -> int:
+        """Rewrite the flag byte of committed records in place (tombstone, pin, resolve...),
+        one fsync per segment touched; visible to readers at once, no manifest change
+        (FORMAT.md 14.1). Every record is checked before any is rewritten. Returns how many
+        records changed."""
+        by_segment: dict[int, list[tuple[int, int]]] = {}
+        for rid, new in flags_by_id.items():
+            seg, row = self.locate(int(rid))
+            by_segment.setdefault(seg, []).append((row, int(new) & 0xFF))
+        payload_bytes = self.manifest.payload.bytes
+        for seg, rows in by_segment.items():  # never re-sign a damaged record
+            if len(rows) > 64:
+                first = int(self._starts[seg])
+                prev = int(self._ids[first - 1]) if first else 0
+                self.segments[seg].check(prev_id=prev, payload_bytes=payload_bytes)
+            else:
+                for row, _ in rows:
+                    self.locate_checked(int(self.segments[seg].ids[row]))
+        changed = 0
+        for seg, rows in sorted(by_segment.items()):
+            reader = self.segments[seg]
+            idx = np.array([r for r, f in rows if int(reader.raw[r, 31]) != f], np.int64)
+            if not len(idx):
+                continue
+            new = np.array([f for r, f in rows if int(reader.raw[r, 31]) != f], np.uint8)
+            raw = np.array(reader.raw[idx])  # flags: header byte 31 in every layout (FORMAT.md 4)
+            raw[:, 31] = new
+            raw[:, -4:] = sg._crc_rows(raw).astype("<u4").view(np.uint8).reshape(-1, 4)
+            path = self.path / self.manifest.segments[seg].file
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            try:
+                for row, data in zip(idx.tolist(), raw):
+                    sg.rewrite_record(fd, row, data.tobytes(), str(path))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            changed += len(idx)
+        return changed
+
+    def close_writers(self) -> None:
+        """Close the open segment and payload writers (before the files are replaced)."""
+        for w in (self._seg_writer, self._payload_writer):
+            if w is not None:
+                w.close()
+        self._seg_writer = self._payload_writer = None
+
     def stage(self, **fields) -> None:
         """Set manifest fields (e.g. `bm25`, `ingest` committed lengths) for the next commit."""
         self._pending = dataclasses.replace(self._pending, **fields)
@@ -330,7 +376,9 @@ class StoreWriter(Store):
             w.close()
         if self._seg_writer is not None:
             self._seg_writer.close()
-        number = len(m.segments) + 1
+        # Numbers need not be consecutive after a compaction (FORMAT.md 14.2): continue past
+        # the last one.
+        number = int(m.segments[-1].file[4:10]) + 1 if m.segments else 1
         name = sg.segment_file_name(number)
         sg.create_segment(self.path / name, m.header_version, m.dim, number, overwrite=True)
         self._pending = dataclasses.replace(m, segments=list(m.segments) + [mf.Segment(name, 0)])
@@ -348,13 +396,18 @@ def _initialise(path: Path, dim: int, embedder: str, header_version: int) -> Non
 
 
 def _remove_uncommitted_files(path: Path, m: mf.Manifest) -> None:
-    """Segments created by a transaction that never committed, and temp files, are garbage."""
-    named = {s.file for s in m.segments}
+    """Data files the manifest does not name are garbage (FORMAT.md 14.2 recovery): segments
+    of a transaction that never committed, the new files of an interrupted compaction or the
+    old ones of a finished one; and temp files."""
+    named = mf.named_files(m)
+    removed = False
     for entry in os.scandir(path):
         name = entry.name
-        stale_segment = name.startswith("seg-") and name.endswith(".dat") and name not in named
-        if stale_segment or name.endswith(".tmp"):
+        if (mf.is_data_file(name) and name not in named) or name.endswith(".tmp"):
             os.unlink(entry.path)
+            removed = True
+    if removed:
+        fsync_dir(path)
 
 
 def open_store(path, writable: bool = False, **kw) -> Store:

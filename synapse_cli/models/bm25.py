@@ -526,3 +526,55 @@ class BM25Index:
             pos = pos[s[pos] >= kth]
         pos = pos[np.lexsort((ids[pos], -s[pos]))][:k]
         return ids[pos], s[pos]
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+def compact_files(store_dir: os.PathLike | str, manifest, kept_ids: np.ndarray,
+                  generation: int) -> dict:
+    """Rewrite ``bm25.vocab`` / ``bm25.log`` for compaction (FORMAT.md 14.2) as
+    ``bm25-G.vocab`` / ``bm25-G.log``: only the documents of ``kept_ids``, with their term
+    frequencies unchanged, and a vocabulary of exactly the terms they use, renumbered in the
+    order of their old ids (a term only removed documents used is gone from the files).
+
+    A rewriter for ``store_format.compaction.compact``: returns ``{"bm25": committed}`` for the
+    manifest (``{}`` when the store has no BM25 files), after reading the new files back.
+    """
+    from store_format import manifest as mf
+
+    committed = manifest.bm25
+    if committed is None:
+        return {}
+    store_dir = Path(store_dir)
+    index = BM25Index.open(store_dir, committed)
+    rec, dl, nt, term, tf = index._arrays()
+    keep = np.isin(rec, np.asarray(kept_ids, np.uint64))
+    post_keep = np.repeat(keep, nt.astype(np.int64))
+    term, tf = term[post_keep], tf[post_keep]
+    used = np.unique(term)  # increasing old ids: the new vocabulary keeps their order
+    remap = np.full(len(index._terms), -1, np.int64)
+    remap[used] = np.arange(len(used))
+    new_term = remap[term].astype(np.uint32)  # increasing within a document, as before
+    names = {"vocab": mf.generation_name(mf.BM25_VOCAB_NAME, generation),
+             "log": mf.generation_name(mf.BM25_LOG_NAME, generation)}
+    for key in ("vocab", "log"):  # an orphan of an interrupted compaction: start afresh
+        try:
+            os.unlink(store_dir / names[key])
+        except FileNotFoundError:
+            pass
+    terms = [index._terms[i] for i in used.tolist()]
+    vocab_bytes = 0
+    for start in range(0, max(len(terms), 1), 1 << 20):  # blocks of <= 1M terms
+        part = terms[start:start + (1 << 20)]
+        vocab_bytes = _append(store_dir / names["vocab"], vocab_bytes, VOCAB_MAGIC,
+                              _vocab_block(start, part) if part else b"")
+    blocks = BM25Index._split(rec[keep], dl[keep], nt[keep], new_term, tf)
+    data = b"".join(_log_block(*blk, len(terms)) for blk in blocks)
+    log_bytes = _append(store_dir / names["log"], 0, LOG_MAGIC, data)
+    new = {"log": names["log"], "log_bytes": log_bytes, "vocab": names["vocab"],
+           "vocab_bytes": vocab_bytes}
+    check = BM25Index.open(store_dir, new)  # read back: every check of FORMAT.md 11.3
+    if not np.array_equal(check._arrays()[0], rec[keep]):
+        raise InvalidRecord("compacted BM25 log lost documents", store_dir / names["log"])
+    return {"bm25": new}

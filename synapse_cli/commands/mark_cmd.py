@@ -1,0 +1,50 @@
+"""`synapse mark`: pin / unpin and resolve / unresolve records (flag bits, FORMAT.md 4.1)."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from . import output
+from .common import JSON_OPTION, lock_timeout, store_path
+from .exits import DATAERR, USAGE, UserError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mark")(mark)
+
+
+def mark(
+    ids: List[int] = typer.Argument(..., metavar="ID...", help="Record ids to mark."),
+    pin: Optional[bool] = typer.Option(
+        None, "--pin/--unpin", help="Pinned records never decay and are never pruned."),
+    resolve: Optional[bool] = typer.Option(
+        None, "--resolve/--unresolve",
+        help="Unresolved records (open tasks, Zeigarnik) do not decay and are pruned only by id."),
+    json: bool = JSON_OPTION,
+) -> None:
+    """Pin or unpin, resolve or unresolve records; prints each record's flags as NDJSON.
+
+    Every id is checked before anything changes; an unknown id exits 65 and changes nothing.
+
+    Example: synapse mark 12 40 --pin --unresolve
+    """
+    from ..engine import prune as pr
+    from ..engine.store import StoreWriter
+
+    if pin is None and resolve is None:
+        raise UserError("nothing to mark: give --pin/--unpin and/or --resolve/--unresolve",
+                        code=USAGE)
+    with StoreWriter.open(store_path(), lock_timeout=lock_timeout()) as w:
+        try:
+            rows = pr.mark(w, ids, pin=pin, resolve=resolve)
+        except KeyError as exc:
+            raise UserError(f"no record with id {exc.args[0]} in this store", code=DATAERR,
+                            hint="ids are in the output of ingest and recall") from None
+    if json or not output.Out.stdout_is_tty():
+        output.emit_all(rows)
+    else:
+        for r in rows:
+            output.stdout_console().print(
+                f"{r['id']}: pinned={r['pinned']} resolved={r['resolved']}"
+                + (" (in trash)" if r["in_trash"] else ""))

@@ -1,0 +1,156 @@
+"""`synapse prune`: forget memories by policy (to the trash), restore, compact, purge."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from . import output
+from .common import JSON_OPTION, confirm_destructive, lock_timeout, store_path
+from .exits import USAGE, UserError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("prune")(prune)
+
+
+def _time(value: Optional[str], flag: str) -> Optional[int]:
+    if value is None:
+        return None
+    from ..engine.inputs import InputError, parse_timestamp
+
+    try:
+        return parse_timestamp(int(value) if value.isdigit() else value, flag)
+    except InputError as exc:
+        raise UserError(str(exc), code=USAGE) from None
+
+
+def _summary(report: dict) -> str:
+    parts = []
+    for name, ids in report.get("policies", {}).items():
+        parts.append(f"{name}: {len(ids)} matched")
+    prot = report.get("protected") or {}
+    if prot:
+        parts.append(f"protected: {len(prot.get('pinned', []))} pinned, "
+                     f"{len(prot.get('unresolved', []))} unresolved")
+    verb = "would trash" if report.get("dry_run") else "trashed"
+    n = len(report["selected"]) if report.get("dry_run") else len(report.get("trashed", []))
+    if "policies" in report:
+        parts.append(f"{verb} {n}")
+    if "restored" in report:
+        parts.append(f"restored {len(report['restored'])}")
+    if report.get("compacted"):
+        parts.append(f"{'purged' if report['purged'] else 'compacted'}: removed "
+                     f"{report['removed_records']} records, reclaimed {report['bytes_reclaimed']} bytes")
+    return "; ".join(parts) or "nothing to do"
+
+
+def prune(
+    decayed: Optional[float] = typer.Option(
+        None, "--decayed", metavar="BELOW",
+        help="Records whose decay x importance (seed 004) is below BELOW at --at."),
+    at: Optional[str] = typer.Option(None, "--at", metavar="TIME",
+                                     help="When --decayed is evaluated (default: now)."),
+    dormant: bool = typer.Option(
+        False, "--dormant",
+        help="Semantic nodes never recalled (recall_count 0) with no edge left to a live record."),
+    low_utility: Optional[float] = typer.Option(
+        None, "--low-utility", metavar="BELOW",
+        help="Records whose utility (storage_strength/2) is below BELOW, and those consolidation "
+             "marked prune_candidate (use 0 for only those)."),
+    before: Optional[str] = typer.Option(None, "--before", metavar="TIME",
+                                         help="Records formed before TIME (ISO 8601 / epoch ms)."),
+    ids: List[int] = typer.Option([], "--id", metavar="N",
+                                  help="This record (repeatable); also prunes unresolved ones."),
+    tags: List[str] = typer.Option([], "--tag", metavar="TAG",
+                                   help="Records carrying TAG (repeatable; speaker:NAME, "
+                                        "session:ID, source:PATH work too)."),
+    query: Optional[str] = typer.Option(
+        None, "--query", metavar="TEXT",
+        help="Forget what matches TEXT (dense + BM25 hybrid recall above --min-similarity); "
+             "the matches are shown first."),
+    min_similarity: float = typer.Option(0.45, "--min-similarity", metavar="COS",
+                                         help="Similarity floor of --query matches."),
+    match: str = typer.Option("any", "--match", metavar="any|all",
+                              help="Select records matching any policy (default) or all."),
+    restore: List[int] = typer.Option([], "--restore", metavar="ID",
+                                      help="Take this record out of the trash (repeatable)."),
+    compact: bool = typer.Option(
+        False, "--compact",
+        help="Empty the trash: rewrite the store without tombstoned records (no restore after)."),
+    purge: bool = typer.Option(
+        False, "--purge",
+        help="Compact, then delete every other copy (migration .bak files, extract.cache, "
+             "derived semantic nodes): the right to be forgotten."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be removed; change nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Confirm (needed when stdin is not a terminal)."),
+    json: bool = JSON_OPTION,
+) -> None:
+    """Forget memories: policies move records to the trash, --compact/--purge remove them.
+
+    Policies combine (--match any|all); pinned records are never pruned, unresolved ones only
+    by --id. Trashed records are ignored by recall and can be restored until --compact or
+    --purge. After --purge the text of the removed records is in no file of the store.
+
+    Example: synapse prune --before 2024-01-01 --tag session:old --dry-run
+    Example: synapse prune --query "my bank password" --purge --yes
+    """
+    from ..engine import prune as pr
+    from ..engine.store import StoreWriter
+
+    if match not in ("any", "all"):
+        raise UserError(f"--match {match!r}: expected any or all", code=USAGE)
+    policy = pr.PrunePolicy(decayed_below=decayed, at_ms=_time(at, "--at"), dormant=dormant,
+                            low_utility_below=low_utility, before_ms=_time(before, "--before"),
+                            ids=tuple(ids), tags=tuple(tags), query=query,
+                            min_similarity=min_similarity, match=match)
+    active = policy.active()
+    if restore and (active or compact or purge):
+        raise UserError("--restore cannot be combined with policies, --compact or --purge",
+                        code=USAGE)
+    if not (active or restore or compact or purge):
+        raise UserError("nothing to do: give a policy (--decayed, --dormant, --low-utility, "
+                        "--before, --id, --tag, --query), --restore, --compact or --purge",
+                        code=USAGE)
+    if at is not None and decayed is None:
+        raise UserError("--at only applies to --decayed", code=USAGE)
+    report: dict = {"dry_run": dry_run}
+    with StoreWriter.open(store_path(), lock_timeout=lock_timeout()) as w:
+        if restore:
+            if dry_run:
+                report["restore"] = sorted(set(restore))
+            else:
+                report.update(pr.restore(w, restore))
+        else:
+            sel = pr.select(w, policy) if active else pr.Selection()
+            if active:
+                report.update(sel.as_dict())
+            if query is not None and sel.query_matches and output.Out.stderr_is_tty() \
+                    and not json:
+                output.warn(f"--query matches ({len(sel.query_matches)}):")
+                for q in sel.query_matches[:50]:
+                    output.warn(f"  {q['id']:>8}  {q['similarity']:.3f}  {q['text'][:100]!r}")
+            if dry_run:
+                from ..engine.prune import Table
+                from store_format import flags as fl
+
+                if compact or purge:
+                    t = Table.of(w)
+                    gone = set(t.ids[fl.is_tombstone(t.flags)].tolist()) | set(sel.selected)
+                    report["would_remove"] = sorted(int(x) for x in gone)
+            else:
+                what = []
+                if sel.selected:
+                    what.append(f"moving {len(sel.selected)} record(s) to the trash")
+                if purge:
+                    what.append("purging the trash (permanent)")
+                elif compact:
+                    what.append("compacting (the trash is emptied, permanently)")
+                if what:
+                    confirm_destructive(" and ".join(what), yes)
+                report.update(pr.prune(w, policy, compact_after=compact, purge=purge,
+                                       selection=sel))
+    if json or not output.Out.stdout_is_tty():
+        output.emit(report)
+    else:
+        output.stdout_console().print(_summary(report))

@@ -1,0 +1,386 @@
+"""`prune`: forgetting (seed 000 section 3.1 and "right to be forgotten", seed 003 pruning to
+trash, seed 004 tombstone/pinned/Zeigarnik), and `mark` (pin, resolve).
+
+Policies select records; selected records go to the *trash* (tombstone flag set in place,
+FORMAT.md 14.1) where `restore` can bring them back; `compact` empties the trash by rewriting
+the store (14.2); `purge` is compaction plus the removal of every other copy (14.3).
+
+Policies (combinable; a record is selected when any policy matches, or every one with
+``match="all"``):
+- decayed: effective decay (seed 004, `scoring.effective_decay`) x importance below a
+  threshold at a time;
+- dormant: semantic nodes never recalled (recall_count 0) with no edge left to a live record
+  (consolidation does not track activation windows yet, so seed 000's "activation below
+  epsilon for W windows" is approximated by "nothing live reaches it and nobody asked");
+- low utility: header utility (storage_strength / 2, CraniMem) below a threshold, or marked
+  `prune_candidate` by consolidation (seed 003);
+- before: formed before a time;
+- ids: named records;
+- tags: Bloom containment of the tag, confirmed against the payload's tags, speaker,
+  session and source;
+- query: "forget what matches this": hybrid (dense + BM25) recall, kept where the dense
+  similarity reaches a floor.
+Protection: pinned records are never pruned; unresolved ones (Zeigarnik, resolved bit 0) only
+when named by id.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from store_format import compaction
+from store_format import flags as fl
+from store_format import graph_files as gf
+from store_format.tags import encode_tags, normalize_tag
+
+from .scoring import effective_decay_array
+from .store import Store, StoreWriter
+
+POLICY_NAMES = ("decayed", "dormant", "low_utility", "before", "id", "tag", "query")
+
+
+@dataclass
+class PrunePolicy:
+    decayed_below: float | None = None
+    at_ms: int | None = None           # when decay is evaluated (default: now)
+    dormant: bool = False
+    low_utility_below: float | None = None
+    before_ms: int | None = None
+    ids: tuple = ()
+    tags: tuple = ()
+    query: str | None = None
+    min_similarity: float = 0.45
+    match: str = "any"                 # any | all
+
+    def active(self) -> list[str]:
+        on = {"decayed": self.decayed_below is not None, "dormant": self.dormant,
+              "low_utility": self.low_utility_below is not None,
+              "before": self.before_ms is not None, "id": bool(self.ids),
+              "tag": bool(self.tags), "query": self.query is not None}
+        return [n for n in POLICY_NAMES if on[n]]
+
+
+@dataclass
+class Selection:
+    policies: dict = field(default_factory=dict)    # policy -> ids it matched (live records)
+    protected: dict = field(default_factory=dict)   # pinned / unresolved -> ids spared
+    selected: list = field(default_factory=list)    # ids that go to the trash
+    query_matches: list = field(default_factory=list)  # [{id, similarity, text}] for --query
+    not_found: list = field(default_factory=list)   # --id values the store does not hold
+    in_trash: list = field(default_factory=list)    # --id values already tombstoned
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Table:
+    """Header columns of every committed record, in id order."""
+
+    ids: np.ndarray
+    flags: np.ndarray
+    ts: np.ndarray
+    recall: np.ndarray
+    arousal: np.ndarray
+    strength: np.ndarray
+    importance: np.ndarray
+    tags: np.ndarray
+
+    @classmethod
+    def of(cls, store: Store) -> "Table":
+        def col(name, dtype, default):
+            parts = [np.asarray(s.headers[name], dtype) if name in s.headers.dtype.names
+                     else np.full(s.n, default, dtype) for s in store.segments]
+            return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+        return cls(np.asarray(store.ids, np.uint64), col("flags", np.uint8, 0),
+                   col("timestamp_ms", np.int64, 0), col("recall_count", np.int64, 0),
+                   col("arousal", np.int64, 0), col("storage_strength", np.float32, 1.0),
+                   col("importance", np.float32, 1.0), col("synaptic_tags", np.uint64, 0))
+
+
+def _exact_tags(body: dict) -> set[str]:
+    out = {normalize_tag(str(t)) for t in body.get("tags") or [] if isinstance(t, str)}
+    for key in ("speaker", "session", "source"):
+        if body.get(key):
+            out.add(normalize_tag(f"{key}:{body[key]}"))
+    return out
+
+
+def _dormant(store: Store, t: Table, live: np.ndarray) -> np.ndarray:
+    """Mask of live, unpinned semantic nodes with recall_count 0 and no edge (either
+    direction) to a record in `live`."""
+    cand = (live & (fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC) & (t.recall == 0))
+    g = store.graph()
+    if g.n_edges and cand.any():
+        src = np.repeat(g.node_ids, np.diff(g.indptr.astype(np.int64)))
+        dst = g.node_ids[g.indices.astype(np.intp)]
+        pos_s, pos_d = np.searchsorted(t.ids, src), np.searchsorted(t.ids, dst)
+        ok_s = (pos_s < len(t.ids)) & (t.ids[np.minimum(pos_s, len(t.ids) - 1)] == src)
+        ok_d = (pos_d < len(t.ids)) & (t.ids[np.minimum(pos_d, len(t.ids) - 1)] == dst)
+        ok = ok_s & ok_d & (src != dst)
+        pos_s, pos_d = pos_s[ok], pos_d[ok]
+        linked = np.zeros(len(t.ids), bool)
+        linked[pos_s[live[pos_d]]] = True  # has an out-edge to a live record
+        linked[pos_d[live[pos_s]]] = True  # has an in-edge from one
+        cand &= ~linked
+    return cand
+
+
+def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None = None) -> Selection:
+    """What `policy` would send to the trash (nothing is written)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    t = Table.of(store)
+    n = len(t.ids)
+    live = ~fl.is_tombstone(t.flags)
+    sel = Selection()
+    masks: dict[str, np.ndarray] = {}
+    if policy.decayed_below is not None:
+        at = policy.at_ms if policy.at_ms is not None else now_ms
+        d = effective_decay_array(at - t.ts, t.recall, t.arousal, t.flags)
+        masks["decayed"] = live & (d * t.importance < np.float32(policy.decayed_below))
+    if policy.low_utility_below is not None:
+        low = live & (t.strength / np.float32(2.0) < np.float32(policy.low_utility_below))
+        for pos in np.flatnonzero(live & ~low & fl.is_consolidated(t.flags)).tolist():
+            if store.body(int(t.ids[pos])).get("prune_candidate") is True:
+                low[pos] = True
+        masks["low_utility"] = low
+    if policy.before_ms is not None:
+        masks["before"] = live & (t.ts < policy.before_ms)
+    if policy.ids:
+        m = np.zeros(n, bool)
+        for rid in dict.fromkeys(int(i) for i in policy.ids):
+            pos = int(np.searchsorted(t.ids, np.uint64(rid))) if rid > 0 else n
+            if pos >= n or int(t.ids[pos]) != rid:
+                sel.not_found.append(rid)
+            elif not live[pos]:
+                sel.in_trash.append(rid)
+            else:
+                m[pos] = True
+        masks["id"] = m
+    if policy.tags:
+        m = np.zeros(n, bool)
+        for tag in policy.tags:
+            want = normalize_tag(tag)
+            if not want:
+                continue
+            bloom = live & ~m & ((t.tags & np.uint64(encode_tags([tag]))) == np.uint64(encode_tags([tag])))
+            for pos in np.flatnonzero(bloom).tolist():  # Bloom hits, then the exact check
+                if want in _exact_tags(store.body(int(t.ids[pos]))):
+                    m[pos] = True
+        masks["tag"] = m
+    if policy.query is not None:
+        masks["query"] = _query_mask(store, policy, t, live, embedder, now_ms, sel)
+    if policy.dormant:  # last: nodes only the other policies' victims still reach are dormant
+        others = [masks[k] for k in masks]
+        doomed = np.logical_or.reduce(others) if others and policy.match == "any" \
+            else np.zeros(n, bool)
+        masks["dormant"] = _dormant(store, t, live & ~doomed)
+
+    for name in POLICY_NAMES:
+        if name in masks:
+            sel.policies[name] = [int(x) for x in t.ids[masks[name]]]
+    if not masks:
+        return sel
+    combine = np.logical_and if policy.match == "all" else np.logical_or
+    chosen = combine.reduce([masks[k] for k in masks]) & live
+    pinned = chosen & fl.is_pinned(t.flags)
+    named = masks.get("id", np.zeros(n, bool))
+    unresolved = chosen & ~pinned & ~fl.is_resolved(t.flags) & ~named
+    sel.protected = {"pinned": [int(x) for x in t.ids[pinned]],
+                     "unresolved": [int(x) for x in t.ids[unresolved]]}
+    sel.selected = [int(x) for x in t.ids[chosen & ~pinned & ~unresolved]]
+    return sel
+
+
+def _query_mask(store, policy, t, live, embedder, now_ms, sel) -> np.ndarray:
+    from . import graphview
+    from .recall import RecallConfig, recall
+
+    if embedder is None:
+        from ..models.embedder import get_embedder
+
+        embedder = get_embedder()
+    cfg = RecallConfig(mode="hybrid", k=1000, gate=False)
+    vec = embedder.encode([policy.query])[0]
+    res = recall(store, policy.query, vec, cfg, graphview.build(store), now_ms=now_ms)
+    m = np.zeros(len(t.ids), bool)
+    for r in res["results"]:
+        if r["signals"]["semantic"] >= policy.min_similarity:
+            pos = int(np.searchsorted(t.ids, np.uint64(r["id"])))
+            m[pos] = live[pos]
+            sel.query_matches.append({"id": r["id"], "similarity": r["signals"]["semantic"],
+                                      "text": r["text"]})
+    return m
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+
+def _set_bit(w: StoreWriter, ids, bit: int, on: bool) -> list[int]:
+    """Set or clear one flag bit; returns the ids that changed."""
+    updates, changed = {}, []
+    for rid in dict.fromkeys(int(i) for i in ids):
+        seg, row = w.locate(rid)
+        old = int(w.segments[seg].raw[row, 31])
+        new = fl.set_flag(old, bit, on)
+        if new != old:
+            updates[rid] = new
+            changed.append(rid)
+    w.set_flags(updates)  # checks every record before rewriting any
+    return changed
+
+
+def trash(w: StoreWriter, ids) -> list[int]:
+    """Tombstone `ids` (FORMAT.md 14.1); returns the ids that were live."""
+    return _set_bit(w, ids, fl.TOMBSTONE, True)
+
+
+def restore(w: StoreWriter, ids) -> dict:
+    """Take records out of the trash. Ids that compaction already removed are `not_found`."""
+    found, missing = [], []
+    for rid in dict.fromkeys(int(i) for i in ids):
+        try:
+            w.locate(rid)
+            found.append(rid)
+        except KeyError:
+            missing.append(rid)
+    restored = _set_bit(w, found, fl.TOMBSTONE, False)
+    return {"restored": restored, "not_in_trash": [r for r in found if r not in set(restored)],
+            "not_found": missing}
+
+
+def mark(w: StoreWriter, ids, pin: bool | None = None, resolve: bool | None = None) -> list[dict]:
+    """Pin/unpin and resolve/unresolve records; every id is checked before anything changes."""
+    ids = list(dict.fromkeys(int(i) for i in ids))
+    for rid in ids:
+        w.locate(rid)  # KeyError for an unknown id, before any write
+    updates = {}
+    for rid in ids:
+        f = w.header(rid).flags  # a checked read
+        if pin is not None:
+            f = fl.set_flag(f, fl.PINNED, pin)
+        if resolve is not None:
+            f = fl.set_flag(f, fl.RESOLVED, resolve)
+        updates[rid] = f
+    w.set_flags(updates)
+    out = []
+    for rid in ids:
+        f = updates[rid]
+        out.append({"id": rid, "pinned": bool(fl.is_pinned(f)), "resolved": bool(fl.is_resolved(f)),
+                    "in_trash": bool(fl.is_tombstone(f))})
+    return out
+
+
+def store_bytes(path) -> int:
+    """Bytes of every regular file in the store directory."""
+    total = 0
+    for entry in os.scandir(path):
+        if entry.is_file(follow_symlinks=False):
+            total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
+def _derived_nodes(w: StoreWriter, removed: set[int]) -> tuple[list[int], list[int]]:
+    """Live semantic nodes derived from a removed record (it is among their `sources`, or an
+    ABSTRACTION edge joins them): their name and description may quote the forgotten text, so
+    purge removes them (FORMAT.md 14.3). Returns (nodes, their other live source episodes),
+    which are re-queued for consolidation so the next run rebuilds the nodes without it."""
+    t = Table.of(w)
+    live = ~fl.is_tombstone(t.flags)
+    semantic = live & (fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC)
+    g = w.graph()
+    src = np.repeat(g.node_ids, np.diff(g.indptr.astype(np.int64)))
+    dst = g.node_ids[g.indices.astype(np.intp)]
+    abst = np.asarray(g.types) == gf.ABSTRACTION
+    gone = np.fromiter(removed, np.uint64, len(removed))
+    touched = set(dst[abst & np.isin(src, gone)].tolist()) | set(src[abst & np.isin(dst, gone)].tolist())
+    nodes, episodes = [], set()
+    for rid in t.ids[semantic].tolist():
+        sources = w.body(int(rid)).get("sources")
+        sources = [s for s in sources if isinstance(s, int)] if isinstance(sources, list) else []
+        if int(rid) in touched or any(s in removed for s in sources):
+            nodes.append(int(rid))
+            episodes |= {s for s in sources if s not in removed}
+            episodes |= set(dst[abst & (src == rid)].tolist()) - removed
+    nodes_set = set(nodes)
+    requeue = []
+    for rid in sorted(episodes - nodes_set):
+        try:
+            seg, row = w.locate(rid)
+        except KeyError:
+            continue
+        f = int(w.segments[seg].raw[row, 31])
+        if not fl.is_tombstone(f) and fl.memory_type(f) != fl.MemoryType.SEMANTIC:
+            requeue.append(rid)
+    return nodes, requeue
+
+
+def compact(w: StoreWriter, purge: bool = False) -> dict:
+    """Empty the trash (FORMAT.md 14.2); with `purge`, also 14.3. The writer is refreshed onto
+    the compacted store. Returns the report."""
+    from ..models.bm25 import compact_files
+
+    t0 = time.perf_counter()
+    before = store_bytes(w.path)
+    derived: list[int] = []
+    requeue: list[int] = []
+    transform = None
+    if purge:
+        t = Table.of(w)
+        removed = set(t.ids[fl.is_tombstone(t.flags)].tolist())
+        derived, requeue = _derived_nodes(w, removed)
+        if derived:
+            trash(w, derived)
+            removed |= set(derived)
+        if requeue:  # consolidate rebuilds their nodes from what remains
+            _set_bit(w, requeue, fl.CONSOLIDATED, False)
+        gone_names = set()
+        for rid in derived:
+            name = w.body(rid).get("name")
+            if isinstance(name, str):
+                gone_names.add(name.casefold())
+
+        def transform(rid: int, body: dict):
+            new = dict(body)
+            if isinstance(body.get("sources"), list):
+                new["sources"] = [s for s in body["sources"] if s not in removed]
+            if isinstance(body.get("relations"), list) and gone_names:
+                new["relations"] = [r for r in body["relations"] if not (
+                    isinstance(r, list) and r and isinstance(r[0], str)
+                    and r[0].casefold() in gone_names)]
+            return new if new != body else None
+
+    w.close_writers()
+    res = compaction.compact(w.path, w.manifest, transform_body=transform,
+                             rewriters=[compact_files])
+    scrubbed = compaction.scrub(w.path) if purge else []
+    w.manifest = w._pending = res.manifest
+    w.refresh()
+    after = store_bytes(w.path)
+    return {"compacted": True, "purged": purge, "removed_records": len(res.removed_ids),
+            "removed_ids": [int(x) for x in res.removed_ids], "derived_nodes": derived,
+            "requeued_for_consolidation": requeue,
+            "kept_records": res.kept, "rewritten_bodies": res.rewritten_bodies,
+            "deleted_files": res.deleted_files + scrubbed, "bytes_before": before,
+            "bytes_after": after, "bytes_reclaimed": before - after,
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def prune(w: StoreWriter, policy: PrunePolicy, *, compact_after: bool = False,
+          purge: bool = False, embedder=None, now_ms: int | None = None,
+          selection: Selection | None = None) -> dict:
+    """Select (unless `selection` is given), trash, then optionally compact / purge."""
+    sel = selection if selection is not None else select(w, policy, embedder, now_ms)
+    report = {"dry_run": False, **sel.as_dict()}
+    report["trashed"] = trash(w, sel.selected)
+    if compact_after or purge:
+        report.update(compact(w, purge=purge))
+    return report
+
+
+__all__ = ["PrunePolicy", "Selection", "select", "trash", "restore", "mark", "compact", "prune",
+           "store_bytes"]
