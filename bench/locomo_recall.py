@@ -70,7 +70,7 @@ def parse_time(s: str) -> int:
     return int(t.timestamp() * 1000)
 
 
-def turns_of(conv: dict, sample_id: str, speaker_prefix: bool = False):
+def turns_of(conv: dict, sample_id: str):
     """(Item, dia_id) per turn in session order; text carries the image caption if any."""
     c = conv["conversation"]
     sessions = sorted(int(k.split("_")[1]) for k in c
@@ -82,8 +82,6 @@ def turns_of(conv: dict, sample_id: str, speaker_prefix: bool = False):
             text = turn["text"]
             if turn.get("blip_caption"):
                 text = f"{text} [shares {turn['blip_caption']}]"
-            if speaker_prefix:
-                text = f"{turn['speaker']}: {text}"
             items.append(Item(text=text, where=f"{sample_id}:{turn['dia_id']}", timestamp_ms=ts,
                               speaker=turn["speaker"], session=f"{sample_id}:session_{s}",
                               dia_id=turn["dia_id"]))
@@ -173,7 +171,7 @@ def run(args) -> dict:
 
     for conv in data:
         sid = conv["sample_id"]
-        items = turns_of(conv, sid, args.text_format == "speaker")
+        items = turns_of(conv, sid)
         known = {it.dia_id for it in items}
         # Identical texts are deduplicated by ingest (MD5 of the normalised text): a returned
         # record stands for every turn with that text.
@@ -298,9 +296,8 @@ def run(args) -> dict:
                   "category and over categories 1-4 (question-weighted); rejected query scores 0",
         "setup": {
             "turn_text": "text + ' [shares {blip_caption}]' when the turn has an image caption "
-                         "(as the LoCoMo baselines do)" + (
-                             ", prefixed with 'Speaker: '" if args.text_format == "speaker"
-                             else "; no speaker name in the text (speaker is metadata only)"),
+                         "(as the LoCoMo baselines do); speaker as metadata, so ingest embeds "
+                         "and indexes 'Speaker: text' (engine/ingest.py retrieval_text)",
             "store": "one fresh temporary store per conversation; engine ingest() with default "
                      "IngestConfig; session = '{sample_id}:session_N'; timestamp = "
                      "session_N_date_time (UTC)",
@@ -334,8 +331,6 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--tau-gate", type=float, default=RecallConfig().tau_gate)
-    p.add_argument("--text-format", choices=("text", "speaker"), default="text",
-                   help="text: turn text (+ caption); speaker: 'Speaker: ' + that")
     p.add_argument("--limit-conv", type=int, default=0, help="only the first N conversations")
     args = p.parse_args()
     load0 = round(os.getloadavg()[0], 2)

@@ -75,7 +75,7 @@ def recall(
     tag: List[str] = typer.Option([], "--tag", metavar="TAG",
                                   help="Only memories carrying TAG (repeatable; speaker:NAME, "
                                        "session:ID work too)."),
-    tau_gate: float = typer.Option(0.12, "--tau-gate", envvar="SYNAPSE_TAU_GATE",
+    tau_gate: float = typer.Option(0.05, "--tau-gate", envvar="SYNAPSE_TAU_GATE",
                                    help="Reject when the top activation is below this."),
     no_gate: bool = typer.Option(False, "--no-gate", help="Ablation: never reject."),
     no_inhibition: bool = typer.Option(False, "--no-inhibition", help="Ablation: beta = 0."),
