@@ -88,8 +88,17 @@ def _click_exception_types() -> tuple[tuple, tuple, tuple]:
     return tuple(exit_types), tuple(abort_types), tuple(click_types)
 
 
+def _skip_numba_blas_probe() -> None:
+    """numba imports scipy.linalg at import time (~0.3 s) only to see whether BLAS exists for
+    np.dot in jitted code. No synapse kernel calls BLAS, and a shell tool's start-up budget is
+    1 s, so the CLI process declines that import (never when scipy is already loaded)."""
+    if "scipy" not in sys.modules:
+        sys.modules.setdefault("scipy.linalg", None)
+
+
 def run(argv: list[str] | None = None) -> None:
     """Entry point: run the app and turn every outcome into an exit code."""
+    _skip_numba_blas_probe()
     exit_types, abort_types, click_types = _click_exception_types()
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="synapse")
