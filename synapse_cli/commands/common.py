@@ -32,3 +32,15 @@ def confirm_destructive(what: str, yes: bool) -> None:
                         hint="pass --yes to confirm, or --dry-run to see what would change")
     if not typer.confirm(f"{what}. Continue?", default=False, err=True):
         raise typer.Exit(1)
+
+
+def parse_time_option(value: str | None, flag: str) -> int | None:
+    """A --since/--before style option: ISO 8601 or epoch ms -> epoch ms (usage error if bad)."""
+    if value is None:
+        return None
+    from ..engine.inputs import InputError, parse_timestamp
+
+    try:
+        return parse_timestamp(int(value) if value.isdigit() else value, flag)
+    except InputError as exc:
+        raise UserError(str(exc), code=USAGE) from None

@@ -7,22 +7,12 @@ import typer
 
 from . import output
 from .common import JSON_OPTION, confirm_destructive, lock_timeout, store_path
+from .common import parse_time_option
 from .exits import USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
     app.command("prune")(prune)
-
-
-def _time(value: Optional[str], flag: str) -> Optional[int]:
-    if value is None:
-        return None
-    from ..engine.inputs import InputError, parse_timestamp
-
-    try:
-        return parse_timestamp(int(value) if value.isdigit() else value, flag)
-    except InputError as exc:
-        raise UserError(str(exc), code=USAGE) from None
 
 
 def _summary(report: dict) -> str:
@@ -100,8 +90,8 @@ def prune(
 
     if match not in ("any", "all"):
         raise UserError(f"--match {match!r}: expected any or all", code=USAGE)
-    policy = pr.PrunePolicy(decayed_below=decayed, at_ms=_time(at, "--at"), dormant=dormant,
-                            low_utility_below=low_utility, before_ms=_time(before, "--before"),
+    policy = pr.PrunePolicy(decayed_below=decayed, at_ms=parse_time_option(at, "--at"), dormant=dormant,
+                            low_utility_below=low_utility, before_ms=parse_time_option(before, "--before"),
                             ids=tuple(ids), tags=tuple(tags), query=query,
                             min_similarity=min_similarity, match=match)
     active = policy.active()

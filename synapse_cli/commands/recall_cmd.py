@@ -1,7 +1,6 @@
 """`synapse recall`: the memories that matter for a query, as JSON."""
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from typing import List, Optional
 
@@ -9,22 +8,12 @@ import typer
 
 from . import output
 from .common import store_path
+from .common import parse_time_option
 from .exits import USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
     app.command("recall")(recall)
-
-
-def _time(value: Optional[str], flag: str) -> Optional[int]:
-    if value is None:
-        return None
-    from ..engine.inputs import InputError, parse_timestamp
-
-    try:
-        return parse_timestamp(int(value) if value.isdigit() else value, flag)
-    except InputError as exc:
-        raise UserError(str(exc), code=USAGE) from None
 
 
 def _queries(query: Optional[str]) -> list[tuple[str, str]]:
@@ -103,8 +92,8 @@ def recall(
     cfg = RecallConfig(mode=mode, k=k, explain=explain, tau_gate=tau_gate, gate=not no_gate,
                        inhibition=not no_inhibition, fan=not no_fan, decay=not no_decay,
                        graph=not no_graph, activation=not no_activation,
-                       types=tuple(memory_type), since_ms=_time(since, "--since"),
-                       until_ms=_time(until, "--until"), tags=tuple(tag))
+                       types=tuple(memory_type), since_ms=parse_time_option(since, "--since"),
+                       until_ms=parse_time_option(until, "--until"), tags=tuple(tag))
     queries = _queries(query)
     with Recaller(store_path()) as r:
         for where, text in queries:
