@@ -313,9 +313,13 @@ def stray_files(path) -> list:
 
 
 def cli_env(store=None, **extra) -> dict:
+    from synapse_cli.engine.config import SETTINGS
+
+    settings_env = {s.env for s in SETTINGS}  # the user's tuning must not leak into tests
     env = {k: v for k, v in os.environ.items()
            if k not in ("SYNAPSE_HOME", "SYNAPSE_LOCK_TIMEOUT", "NO_COLOR", "FORCE_COLOR",
-                        "XDG_DATA_HOME")}
+                        "XDG_DATA_HOME") and k not in settings_env}
+    env["XDG_CONFIG_HOME"] = str(TESTS / "no-such-config-dir")  # nor their config file
     if store is not None:
         env["SYNAPSE_HOME"] = str(store)
     env.update({k: str(v) for k, v in extra.items()})

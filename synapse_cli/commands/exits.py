@@ -12,6 +12,7 @@ INTERNAL = 70      # a bug in synapse
 IOERR = 74         # the OS refused a read or write (disk full, permissions)
 TEMPFAIL = 75      # the writer lock is busy, or a time budget ran out; try again later
 NOPERM = 77        # an unsafe store: symlinks planted inside, files owned by someone else
+CONFIG = 78        # the config file or a SYNAPSE_* variable holds a setting that cannot be used
 INTERRUPTED = 130  # SIGINT
 
 EXIT_CODES = {
@@ -24,6 +25,8 @@ EXIT_CODES = {
     IOERR: "I/O error: disk full, permission denied, read-only file system",
     TEMPFAIL: "another writer holds the store lock (after --lock-timeout), or --max-seconds ran out",
     NOPERM: "unsafe store refused: a symlink inside it or files owned by another user",
+    CONFIG: "invalid configuration: bad TOML, unknown setting or wrong type in config.toml or a "
+            "`SYNAPSE_*` variable (names the file, line and key)",
     INTERRUPTED: "interrupted (SIGINT); nothing half-written is left behind",
 }
 
@@ -40,8 +43,12 @@ class UserError(Exception):
 def code_for(exc: BaseException) -> int:
     from store_format import errors as e
 
+    from ..engine.config import ConfigError
+
     if isinstance(exc, UserError):
         return exc.code
+    if isinstance(exc, ConfigError):
+        return USAGE if exc.usage else CONFIG
     if isinstance(exc, e.LockTimeout):
         return TEMPFAIL
     if isinstance(exc, e.StoreNotFound):
@@ -55,3 +62,16 @@ def code_for(exc: BaseException) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
     return INTERNAL
+
+
+def hint_for(exc: BaseException) -> str | None:
+    """The hint printed under an error: the exception's own, else one for its kind."""
+    from store_format import errors as e
+
+    if getattr(exc, "hint", None):
+        return exc.hint
+    if isinstance(exc, e.StoreNotFound):
+        return ("`synapse ingest` creates a store; --store DIR or $SYNAPSE_HOME chooses which "
+                "one (default ~/.local/share/synapse)")
+    return None
+

@@ -50,14 +50,16 @@ def ingest(
     fmt: str = typer.Option("json", "--format", "-f", metavar="json|text|doc",
                             help="json: NDJSON objects; text: one memory per line; "
                                  "doc: 1,200-character chunks with 200 overlap."),
-    goal: Optional[str] = typer.Option(None, "--goal", envvar="SYNAPSE_GOAL", metavar="TEXT",
+    goal: Optional[str] = typer.Option(None, "--goal", metavar="TEXT",
                                        help="Drop input whose similarity to this goal is below "
-                                            "--goal-threshold (reported as gated)."),
-    goal_threshold: float = typer.Option(0.1, "--goal-threshold", min=-1.0, max=1.0,
-                                         envvar="SYNAPSE_GOAL_THRESHOLD",
-                                         help="Cosine similarity a memory needs to pass --goal."),
-    importance: float = typer.Option(1.0, "--importance", min=0.05, max=10.0,
-                                     help="Importance for items that do not give one."),
+                                            "--goal-threshold (reported as gated). Config: "
+                                            "gating.goal."),
+    goal_threshold: Optional[float] = typer.Option(None, "--goal-threshold",
+                                                   help="Cosine similarity a memory needs to "
+                                                        "pass --goal (default 0.1)."),
+    importance: Optional[float] = typer.Option(None, "--importance",
+                                               help="Importance (0.05-10) for items that do not "
+                                                    "give one (default 1.0)."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid",
                                       help="Store the valid items and report each bad one, "
                                            "instead of rejecting the whole input."),
@@ -72,12 +74,12 @@ def ingest(
 
     Example: echo '{"text": "Met Ana at the climbing gym", "speaker": "me"}' | synapse ingest
     """
-    from ..engine.ingest import IngestConfig, ingest as run
-    from ..engine.store import StoreWriter
-    from ..models.embedder import get_embedder
+    from .. import api
 
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}", code=USAGE)
+    settings = api.settings(goal=goal, goal_threshold=goal_threshold,
+                            default_importance=importance)  # a bad config fails before input
     items, errors = _read_inputs(files or [], fmt, skip_invalid)
     for e in errors:
         output.emit({"id": None, "status": "invalid", "where": e.where, "error": e.reason})
@@ -85,14 +87,8 @@ def ingest(
     if not items:
         output.info("nothing to ingest")
         return
-    cfg = IngestConfig(goal=goal, goal_threshold=goal_threshold, default_importance=importance)
-    embedder = get_embedder()
-    with StoreWriter.open(store_path(), lock_timeout=lock_timeout(), create=True,
-                          embedder=embedder.name, dim=embedder.dim) as w:
-        if w.manifest.embedder != embedder.name or w.manifest.dim != embedder.dim:
-            raise UserError(f"store was built with {w.manifest.embedder} (dim {w.manifest.dim}), "
-                            f"not {embedder.name}", code=USAGE)
-        result = run(w, items, embedder, cfg)
+    result = api.ingest_items(items, store_path(), lock_timeout=lock_timeout(),
+                              resolved=settings)
     output.emit_all(o.as_dict() for o in result.outcomes)
     c = result.counts()
     output.info(f"stored {c['stored']}, duplicate {c['duplicate']}, gated {c['gated']}, "

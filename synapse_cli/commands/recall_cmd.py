@@ -46,10 +46,13 @@ def _queries(query: Optional[str]) -> list[tuple[str, str]]:
 def recall(
     query: Optional[str] = typer.Argument(None, help="The query; '-' or none reads NDJSON "
                                                      "({\"query\": ...}) or lines from stdin."),
-    mode: str = typer.Option("synapse", "--mode", "-m", metavar="synapse|vector|bm25|hybrid",
-                             help="synapse: spreading activation (default); the others are "
-                                  "baselines."),
-    k: int = typer.Option(30, "--k", "-k", min=1, max=1000, help="How many memories to return."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m",
+                                       metavar="synapse|vector|bm25|hybrid",
+                                       help="synapse: spreading activation (default); the "
+                                            "others are baselines. Config: recall.mode."),
+    k: Optional[int] = typer.Option(None, "--k", "-k",
+                                    help="How many memories to return (default 30; config: "
+                                         "recall.k)."),
     explain: bool = typer.Option(False, "--explain",
                                  help="Add the path by which activation reached each result."),
     no_touch: bool = typer.Option(False, "--no-touch",
@@ -64,12 +67,14 @@ def recall(
     tag: List[str] = typer.Option([], "--tag", metavar="TAG",
                                   help="Only memories carrying TAG (repeatable; speaker:NAME, "
                                        "session:ID work too)."),
-    tau_gate: float = typer.Option(0.05, "--tau-gate", envvar="SYNAPSE_TAU_GATE",
-                                   help="Reject when the top activation is below this."),
+    tau_gate: Optional[float] = typer.Option(None, "--tau-gate",
+                                             help="Reject when the top activation is below "
+                                                  "this (default 0.05; config: gate.tau_gate)."),
     no_gate: bool = typer.Option(False, "--no-gate", help="Ablation: never reject."),
     no_inhibition: bool = typer.Option(False, "--no-inhibition", help="Ablation: beta = 0."),
     no_fan: bool = typer.Option(False, "--no-fan", help="Ablation: no fan-effect dilution."),
-    no_decay: bool = typer.Option(False, "--no-decay", help="Ablation: ignore header decay."),
+    no_decay: bool = typer.Option(False, "--no-decay", help="Ablation: ignore header decay "
+                                                             "(config: score.decay = false)."),
     no_graph: bool = typer.Option(False, "--no-graph", help="Ablation: anchors only, no edges."),
     no_activation: bool = typer.Option(False, "--no-activation",
                                        help="Ablation: no spreading activation at all."),
@@ -81,16 +86,17 @@ def recall(
 
     Example: synapse recall "where did Caroline go hiking?" --k 5 | jq '.results[].text'
     """
-    from ..engine.recall import MODES, TYPE_BITS, RecallConfig
+    from ..engine import config
+    from ..engine.recall import TYPE_BITS, RecallConfig
     from ..engine.service import Recaller
 
-    if mode not in MODES:
-        raise UserError(f"--mode {mode!r}: expected one of {', '.join(MODES)}", code=USAGE)
     for t in memory_type:
         if t not in TYPE_BITS:
             raise UserError(f"--type {t!r}: expected one of {', '.join(TYPE_BITS)}", code=USAGE)
-    cfg = RecallConfig(mode=mode, k=k, explain=explain, tau_gate=tau_gate, gate=not no_gate,
-                       inhibition=not no_inhibition, fan=not no_fan, decay=not no_decay,
+    settings = config.resolve({"recall.mode": mode, "recall.k": k, "gate.tau_gate": tau_gate,
+                               "score.decay": False if no_decay else None})
+    cfg = RecallConfig(**settings.kwargs("recall"), explain=explain, gate=not no_gate,
+                       inhibition=not no_inhibition, fan=not no_fan,
                        graph=not no_graph, activation=not no_activation,
                        types=tuple(memory_type), since_ms=parse_time_option(since, "--since"),
                        until_ms=parse_time_option(until, "--until"), tags=tuple(tag))

