@@ -4,6 +4,7 @@ Each subcommand lives in its own module and only parses, calls one engine functi
 """
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from typing import Optional
@@ -17,7 +18,7 @@ app = typer.Typer(
     name="synapse",
     help="Local episodic-semantic memory for LLM agents: ingest, consolidate, recall.\n\n"
          "Example: synapse --store ~/notes-memory inspect verify",
-    add_completion=True,
+    add_completion=False,  # typer's --install-completion edits shell rc files: `completion` prints
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -56,11 +57,11 @@ def main(
 
 
 def _register() -> None:
-    from . import (consolidate_cmd, ingest_cmd, inspect_cmd, mark_cmd, migrate_cmd, prune_cmd,
-                   recall_cmd)
+    from . import (completion_cmd, config_cmd, consolidate_cmd, ingest_cmd, inspect_cmd, mark_cmd,
+                   migrate_cmd, prune_cmd, recall_cmd)
 
     for module in (ingest_cmd, consolidate_cmd, recall_cmd, inspect_cmd, migrate_cmd, prune_cmd,
-                   mark_cmd):
+                   mark_cmd, config_cmd, completion_cmd):
         module.register(app)
 
 
@@ -96,9 +97,19 @@ def _skip_numba_blas_probe() -> None:
         sys.modules.setdefault("scipy.linalg", None)
 
 
+def completion_cmd_init() -> None:
+    """A shell asking for completions (the script `synapse completion SHELL` prints sets
+    _SYNAPSE_COMPLETE) is answered by typer's completion classes, which need registering."""
+    if "_SYNAPSE_COMPLETE" in os.environ:
+        from typer.completion import completion_init
+
+        completion_init()
+
+
 def run(argv: list[str] | None = None) -> None:
     """Entry point: run the app and turn every outcome into an exit code."""
     _skip_numba_blas_probe()
+    completion_cmd_init()
     exit_types, abort_types, click_types = _click_exception_types()
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="synapse")
@@ -125,6 +136,6 @@ def run(argv: list[str] | None = None) -> None:
             traceback.print_exc()
             output.error("internal error (a bug in synapse); please report it with the traceback above")
         else:
-            output.error(str(exc), getattr(exc, "hint", None))
+            output.error(str(exc), exits.hint_for(exc))
         sys.exit(code)
     sys.exit(rv if isinstance(rv, int) else 0)
