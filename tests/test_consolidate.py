@@ -90,9 +90,10 @@ def run_fake(store, embedder, extractor=None, **cfg):
 def test_candidate_spans_occur_verbatim():
     text = ("Caroline: Caroline hiked near Lago di Braies with Maya.\nMelanie: They met at "
             "Blue Bottle on Friday at 10am and adopted a rescue dog named Pixel.")
-    c = candidate_spans(text)
-    assert {"Caroline", "Lago di Braies", "Maya", "Blue Bottle", "Friday", "10am", "Pixel",
-            "rescue dog"} <= set(c)
+    c = candidate_spans(text, limit=20)
+    assert {"Lago di Braies", "Maya", "Blue Bottle", "10am", "Pixel", "rescue dog"} <= set(c)
+    assert "Caroline" not in c and "Melanie" not in c  # speakers: linked by the engine
+    assert "Friday" not in c  # a weekday is relative ("on Friday"): not a node
     assert "They" not in c and all(x in text for x in c)
     assert not any("\n" in x or ":" in x for x in c)
 
@@ -101,14 +102,27 @@ def test_clean_result_drops_invented_and_duplicate_names():
     texts = ["Caroline: I met Maya in Berlin."]
     raw = {"entities": [["Caroline", "place"], ["Bob", "person"], ["Maya", "person"],
                         ["maya", "object"], ["Berlin", "bogus"]],
-           "relations": [["Caroline", "met", "Maya", 7], ["Maya", "x", "Bob", 0.5],
+           "relations": [["Maya", "met in", "Berlin", 7], ["Maya", "x", "Bob", 0.5],
                          ["Maya", "self", "Maya", 0.5]]}
     r = clean_result(raw, texts, candidate_spans(texts[0]))
-    assert [e["name"] for e in r["entities"]] == ["Caroline", "Maya", "Berlin"]
-    assert r["entities"][0]["type"] == "person"       # a speaker is a person
-    assert r["entities"][2]["type"] == "concept"      # unknown type
-    assert r["relations"] == [{"src": "Caroline", "dst": "Maya", "rel": "met", "weight": 1.0}]
-    assert r["entities"][1]["description"] == "I met Maya in Berlin"
+    # "Caroline" is the speaker, not a candidate: dropped like the invented "Bob".
+    assert [e["name"] for e in r["entities"]] == ["Maya", "Berlin"]
+    assert r["entities"][1]["type"] == "concept"      # unknown type
+    assert r["relations"] == [{"src": "Maya", "dst": "Berlin", "rel": "met in", "weight": 1.0}]
+    assert r["entities"][0]["description"] == "I met Maya in Berlin"
+
+
+def test_speakers_become_person_nodes_related_to_what_they_mention(tmp_path, embedder):
+    store = tmp_path / "st"
+    ingest_bytes(store, (ROOT / "fixtures" / "demo.ndjson").read_bytes())
+    res = run_fake(store, embedder)
+    with Store.open(store) as s:
+        bodies = {s.body(int(r))["name"]: s.body(int(r)) for r in s.ids
+                  if fl.memory_type(s.header(int(r)).flags) == fl.MemoryType.SEMANTIC}
+    assert bodies["Caroline"]["etype"] == bodies["Melanie"]["etype"] == "person"
+    assert any(rel[1] == "talks about" for rel in bodies["Caroline"]["relations"])
+    first = res.extractions[0][1]
+    assert {"Caroline", "Melanie"} <= {e["name"] for e in first["entities"]}
 
 
 # --- the engine with the fake extractor ----------------------------------------------------------

@@ -3,7 +3,8 @@
 Per window of N unconsolidated episodes of one session or source (oldest first):
 1. replay score (seed 003 B.3) = utility * (1 + frequency bonus); low scores are kept but marked
    as prune candidates and take no part in extraction;
-2. extraction (cached, FORMAT.md 13.1) of entities and relations from the kept turns;
+2. extraction (cached, FORMAT.md 13.1) of entities and relations from the kept turns, plus the
+   speakers of those turns as person nodes related to what they mention (deterministic);
 3. each entity becomes a node "name [TYPE] type [DESC] description" (seed 002 eq. 1), or merges
    into an existing node with the same name or cosine >= 0.92 (EMA of the vector);
 4. ABSTRACTION edges episode <-> node, RELATION edges from the extraction, ASSOCIATION edges
@@ -23,7 +24,7 @@ import numpy as np
 from store_format import flags as fl
 from store_format import graph_files as gf
 
-from ..models.extractor import candidate_spans, window_text
+from ..models.extractor import candidate_spans, speaker_entities, window_text
 from .extract_cache import ExtractCache, cache_key
 from .memory import NewMemory
 from .store import StoreWriter
@@ -221,6 +222,9 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
             result = extractor.extract(kept_texts)
             res.extract_seconds += time.perf_counter() - t0
             cache.put(key, result)
+        # Speakers are linked deterministically (never by the model): a person node each,
+        # related to what they mention. Not cached: it costs nothing and the rule may change.
+        result = speaker_entities(kept_texts, result)
     res.extractions.append((win.ids, result))
 
     # Nodes: merge or create. `slot` maps an entity name to its node (existing or pending).

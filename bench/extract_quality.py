@@ -1,0 +1,150 @@
+"""Extraction quality on the hand-annotated LoCoMo windows of bench/extract_gold.json.
+
+Runs the real extractor (`LlamaExtractor.extract`, the call `consolidate` makes on a cache miss;
+no cache is involved) on every gold window and prints one JSON object: micro precision / recall /
+F1 of entity names and of name+type, hallucinated names (not in the window text; must be 0),
+seconds, turns per second, tokens generated, load average. Per-window details go to
+bench/out/extract_quality.json. Annotation guideline and matching rule: bench/README_extract.md.
+
+    python bench/extract_quality.py --data ../shared/data
+    python bench/extract_quality.py --data ../shared/data --model other.gguf --limit 10
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from synapse_cli.models.extractor import LlamaExtractor, window_text  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLD = ROOT / "bench" / "extract_gold.json"
+_LEAD = re.compile(r"^(?:a|an|the|my|your|his|her|our|their|this|that|these|those|some)\s+")
+
+
+def norm(name: str) -> str:
+    """Matching key: casefolded, whitespace collapsed, one leading article or possessive
+    dropped, a plural -s of the last word dropped (words longer than 3 letters)."""
+    s = " ".join(name.casefold().split())
+    s = _LEAD.sub("", s)
+    if len(s) > 3 and s.endswith("s") and not s.endswith("ss"):
+        s = s[:-1]
+    return s
+
+
+def window_turns(data: Path, gold: dict) -> list[list[str]]:
+    """The turns ("speaker: text") of every gold window, read from the LoCoMo file."""
+    convs = {c["sample_id"]: c["conversation"]
+             for c in json.loads((data / "locomo" / "locomo_dev.json").read_text("utf-8"))}
+    out = []
+    for w in gold["windows"]:
+        conv = convs[w["sample_id"]]
+        by_id = {t["dia_id"]: t for k, v in conv.items() if k.startswith("session_")
+                 and isinstance(v, list) for t in v}
+        out.append([f"{by_id[d]['speaker']}: {by_id[d]['text']}" for d in w["dia_ids"]])
+    return out
+
+
+def score_window(pred: list[dict], gold: list[dict]) -> dict:
+    """Greedy one-to-one matching of predicted names to gold entities (name or alias)."""
+    keys = [{norm(g["name"]), *(norm(a) for a in g.get("aliases", []))} for g in gold]
+    used: set[int] = set()
+    tp = tp_typed = 0
+    matches = []
+    for p in pred:
+        k = norm(p["name"])
+        hit = next((i for i, ks in enumerate(keys) if i not in used and k in ks), None)
+        if hit is None:
+            matches.append([p["name"], p["type"], None])
+            continue
+        used.add(hit)
+        tp += 1
+        tp_typed += p["type"] == gold[hit]["type"]
+        matches.append([p["name"], p["type"], gold[hit]["name"], gold[hit]["type"]])
+    missed = [g["name"] for i, g in enumerate(gold) if i not in used]
+    return {"tp": tp, "tp_typed": tp_typed, "pred": len(pred), "gold": len(gold),
+            "matches": matches, "missed": missed}
+
+
+def prf(tp: int, npred: int, ngold: int) -> dict:
+    p = tp / npred if npred else 0.0
+    r = tp / ngold if ngold else 0.0
+    return {"precision": round(p, 3), "recall": round(r, 3),
+            "f1": round(2 * p * r / (p + r), 3) if p + r else 0.0}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--gold", type=Path, default=GOLD)
+    ap.add_argument("--model", default=os.environ.get("SYNAPSE_MODEL"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--skip", action="store_true",
+                    help="let the model drop candidates (answer \"none\"); default: it only types")
+    ap.add_argument("--limit", type=int, default=None, help="first N windows only")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "extract_quality.json")
+    args = ap.parse_args()
+
+    gold = json.loads(args.gold.read_text("utf-8"))
+    wins = window_turns(args.data, gold)
+    gws = gold["windows"]
+    if args.limit:
+        wins, gws = wins[:args.limit], gws[:args.limit]
+    t = time.perf_counter()
+    x = LlamaExtractor(args.model, threads=args.threads,
+                       **({"skip": True} if args.skip else {}))
+    x.load()
+    load_s = time.perf_counter() - t
+    load0 = os.getloadavg()
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    tot = {"tp": 0, "tp_typed": 0, "pred": 0, "gold": 0}
+    halluc, seconds, tokens, prompt_tokens, details = 0, 0.0, 0, 0, []
+    for gw, turns in zip(gws, wins):
+        t = time.perf_counter()
+        r = x.extract(turns)
+        dt = time.perf_counter() - t
+        seconds += dt
+        usage = getattr(x, "last_usage", {})  # token counts of the model call (none: 0)
+        tokens += usage.get("completion_tokens", 0)
+        prompt_tokens += usage.get("prompt_tokens", 0)
+        text = window_text(turns)
+        bad = [e["name"] for e in r["entities"] if e["name"] not in text]
+        halluc += len(bad)
+        s = score_window(r["entities"], gw["entities"])
+        for k in tot:
+            tot[k] += s[k]
+        details.append({"sample_id": gw["sample_id"], "dia_ids": gw["dia_ids"],
+                        "seconds": round(dt, 3), "hallucinated": bad, **s,
+                        "relations": r["relations"]})
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    turns = sum(len(w) for w in wins)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(details, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    print(json.dumps({
+        "model": str(x.model_path), "prompt_version": x.cache_id.split("\n")[1],
+        "threads": args.threads, "skip": args.skip, "windows": len(wins), "turns": turns,
+        "gold_entities": tot["gold"], "predicted_entities": tot["pred"],
+        "names": prf(tot["tp"], tot["pred"], tot["gold"]),
+        "names_and_types": prf(tot["tp_typed"], tot["pred"], tot["gold"]),
+        "hallucinated_names": halluc,
+        "load_seconds": round(load_s, 3), "extract_seconds": round(seconds, 3),
+        "turns_per_second": round(turns / seconds, 2) if seconds else None,
+        "cpu_seconds": round(cpu, 3),
+        "turns_per_cpu_second_per_thread": round(turns * args.threads / cpu, 2) if cpu else None,
+        "completion_tokens": tokens, "completion_tokens_per_window": round(tokens / len(wins), 1),
+        "prompt_tokens": prompt_tokens,
+        "loadavg_before": [round(v, 2) for v in load0],
+        "loadavg_after": [round(v, 2) for v in os.getloadavg()],
+        "details": str(args.out),
+    }, ensure_ascii=False, indent=1))
+
+
+if __name__ == "__main__":
+    main()

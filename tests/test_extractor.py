@@ -1,0 +1,130 @@
+"""The deterministic half of extraction: candidate spans, typing rules, speaker entities, the
+answer grammar. (The model half is measured by bench/extract_quality.py and smoke-tested in
+test_consolidate.py.)"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from synapse_cli.models.extractor import (MODEL_TYPES, candidate_spans, clean_result,
+                                          grammar_for, known_types, rule_type, speaker_entities,
+                                          speakers, window_text)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cands(*turns: str, limit: int = 20) -> list[str]:
+    return candidate_spans(window_text(list(turns)), limit=limit)
+
+
+def test_speakers_and_their_short_forms_are_not_candidates():
+    c = cands("Caroline: Hey Mel! I saw Oliver at the park.", "Melanie: Hi Caroline!")
+    assert "Oliver" in c
+    assert not {"Caroline", "Melanie", "Mel"} & set(c)
+    assert speakers(["Caroline: a", "Melanie: b", "Caroline: c"]) == ["Caroline", "Melanie"]
+
+
+def test_sentence_initial_words_are_not_names_unless_they_recur_or_are_possessive():
+    c = cands("Tim: Thanks! Visiting castles is my dream. Oliver's hilarious.",
+              "John: Yoga is great. I do yoga daily.")
+    assert "Thanks" not in c and "Visiting" not in c
+    assert "Oliver" in c           # possessive at sentence start: a name
+    assert "Yoga" not in c         # written lower case elsewhere: a common noun
+
+
+def test_proper_names_titles_and_connectors():
+    c = cands('Tim: "The Name of the Wind" is great. I read Becoming Nicole by Amy Ellis Nutt.',
+              "John: We explored the Pacific Northwest and saw the Minnesota Wolves play.",
+              "Tim: I loved 'Becoming Nicole' too.")
+    assert {"The Name of the Wind", "Amy Ellis Nutt", "Pacific Northwest",
+            "Minnesota Wolves", "Becoming Nicole"} <= set(c)
+    assert "Name" not in c and "Wind" not in c  # inside the quoted title
+
+
+def test_noun_phrases_after_determiners_drop_adjectives_and_generic_words():
+    c = cands("Caroline: I went to a LGBTQ support group yesterday.",
+              "Maria: I started volunteering at a local dog shelter once a month.",
+              "John: The donations even helped get a brand new fire truck! Such a great time.")
+    assert "LGBTQ support group" in c
+    assert "local dog shelter" in c
+    assert "fire truck" in c or "new fire truck" in c
+    assert "great time" not in c and "time" not in c  # generic
+
+
+def test_activities_and_coordination():
+    c = cands("Melanie: I just took my fam camping in the mountains last week.",
+              "Joanna: Cooking and baking are my creative outlets.",
+              "Melanie: I found my muses: painting and pottery.",
+              "Caroline: I used to go horseback riding with my dad.")
+    assert {"camping", "Cooking", "baking", "horseback riding"} <= set(c)
+    assert "pottery" in c  # coordinated with the activity "painting"
+    kinds = known_types(["Melanie: I just took my fam camping in the mountains last week."])
+    assert kinds["camping"] == "preference"
+
+
+def test_times_only_when_absolute():
+    c = cands("Jon: The fair was last Friday; the show is in September 2023 at 10am.")
+    assert {"September", "2023", "10am"} <= set(c)
+    assert "Friday" not in c
+    kinds = known_types(["Jon: The fair was in September 2023 at 10am."])
+    assert kinds["september"] == kinds["2023"] == kinds["10am"] == "time"
+
+
+def test_common_noun_inside_a_longer_candidate_is_dropped():
+    c = cands("Gina: My online clothing store is going well. The store needs work.")
+    assert "online clothing store" in c and "store" not in c
+
+
+def test_candidates_occur_verbatim_and_respect_the_limit():
+    rows = [json.loads(line) for line in (ROOT / "fixtures" / "demo.ndjson").open()]
+    text = window_text([f"{r['speaker']}: {r['text']}" for r in rows])
+    c = candidate_spans(text, limit=6)
+    assert 0 < len(c) <= 6 and all(x in text for x in c)
+    assert len({x.casefold() for x in c}) == len(c)
+
+
+@pytest.mark.parametrize("name,text,kind", [
+    ("Becoming Nicole", 'I loved "Becoming Nicole" so much.', "object"),
+    ("UK", "castles in the UK", "place"),
+    ("Pacific Northwest", "the coast up in the Pacific Northwest", "place"),
+    ("Cindy", "One of the residents, Cindy, wrote it.", "person"),
+    ("Minnesota Wolves", "I signed with the Minnesota Wolves.", "person"),
+    ("dance class", "Let's go to a dance class.", "event"),
+    ("local dog shelter", "at a local dog shelter", "organization"),
+    ("national parks", "hit some cool national parks", "place"),
+    ("volunteers", "the volunteers came", "person"),
+    ("transition", "during my transition", "concept"),
+    ("hoodie", "This hoodie isn't for sale", None),
+    ("Yoga", "Yoga's been great. I love yoga.", None),
+])
+def test_rule_types(name, text, kind):
+    assert rule_type(name, text) == kind
+
+
+def test_speaker_entities_adds_people_and_mentions():
+    texts = ["Caroline: I love pottery.", "Melanie: Pottery? Oliver too."]
+    base = {"entities": [{"name": "pottery", "type": "preference", "description": "x"},
+                         {"name": "Oliver", "type": "person", "description": "y"}],
+            "relations": []}
+    r = speaker_entities(texts, base)
+    assert [e["name"] for e in r["entities"][:2]] == ["Caroline", "Melanie"]
+    assert all(e["type"] == "person" for e in r["entities"][:2])
+    pairs = {(x["src"], x["dst"]) for x in r["relations"]}
+    assert pairs == {("Caroline", "pottery"), ("Melanie", "Oliver")}  # case-sensitive mention
+    assert speaker_entities(["no speaker here"], base) == base
+
+
+def test_grammar_has_one_type_word_per_candidate():
+    g = grammar_for(3)
+    assert g.startswith("root ::= t t t\n")
+    assert all(f'" {k}"' in g for k in MODEL_TYPES) and '" none"' not in g
+    assert '" none"' in grammar_for(2, skip=True)
+
+
+def test_clean_result_applies_rules_over_the_model():
+    texts = ["Jon: I danced in September."]
+    r = clean_result({"entities": [["September", "object"]], "relations": []}, texts,
+                     candidate_spans(window_text(texts)))
+    assert r["entities"][0]["type"] == "time"
