@@ -15,7 +15,8 @@ import numpy as np
 from store_format import graph_files as gf
 from store_format import manifest as mf
 from store_format import migration, segments as sg
-from store_format.errors import InvalidRecord, StoreNotFound
+from store_format.errors import (CorruptStore, InvalidRecord, StoreError, StoreIOError,
+                                 StoreNotFound)
 from store_format.fileio import DIR_MODE, fsync_dir
 from store_format.headers import Header, array_to_headers
 from store_format.lock import WriterLock
@@ -47,7 +48,17 @@ class Store:
 
     @classmethod
     def open(cls, path: os.PathLike | str) -> "Store":
+        """Map what the manifest commits. A compaction or migration that commits between our
+        reading the manifest and opening its files deletes files it named (FORMAT.md 14.2):
+        then the manifest is read again and the open retried once."""
         path = Path(path)
+        m = mf.read_manifest(path, check_files=False)
+        try:
+            mf.check_store_files(path, m)
+            return cls(path, m)
+        except (CorruptStore, StoreIOError):
+            if not manifest_changed(path, m):
+                raise
         return cls(path, mf.read_manifest(path))
 
     def close(self) -> None:
@@ -130,6 +141,7 @@ class StoreWriter(Store):
         self._seg_writer: sg.SegmentWriter | None = None
         self._payload_writer: PayloadWriter | None = None
         self._edge_entries: list[np.ndarray] = []
+        self._after_commit: list[tuple] = []  # in-place rewrites applied after the next commit
         self._pending = dataclasses.replace(manifest)
 
     @classmethod
@@ -145,6 +157,7 @@ class StoreWriter(Store):
             # Checked before the lock too, so that pointing a writer at some other directory
             # does not leave a LOCK file behind in it.
             raise StoreNotFound("no MANIFEST: not a synapse store", str(path))
+        mf.check_owner(path)  # before LOCK is created or anything is recovered in it
         lock = WriterLock(path, lock_timeout).acquire()
         try:
             if not (path / mf.MANIFEST_NAME).exists():
@@ -328,7 +341,7 @@ class StoreWriter(Store):
         m = m.next_generation()
         mf.write_manifest(self.path, m)
         self.manifest = self._pending = m
-        deferred, self._after_commit = getattr(self, "_after_commit", []), []
+        deferred, self._after_commit = self._after_commit, []
         for rid, header, vector, pointer in deferred:
             self.rewrite(rid, header=header, vector=vector, _pointer=pointer)
         return m
@@ -345,8 +358,6 @@ class StoreWriter(Store):
                 self._pending, payload=mf.PayloadRef(self._pending.payload.file,
                                                      self._payloads().length))
         self.locate(record_id)  # KeyError now rather than after the commit
-        if not hasattr(self, "_after_commit"):
-            self._after_commit = []
         self._after_commit.append((int(record_id), header, vector, pointer))
 
     def refresh(self) -> None:
@@ -384,6 +395,15 @@ class StoreWriter(Store):
         self._pending = dataclasses.replace(m, segments=list(m.segments) + [mf.Segment(name, 0)])
         self._seg_writer = sg.SegmentWriter(self.path / name, 0, expected_dim=m.dim)
         return self._seg_writer
+
+
+def manifest_changed(path, m: mf.Manifest) -> bool:
+    """Whether the store's manifest is no longer `m` (another writer committed since)."""
+    try:
+        now = mf.read_manifest(path, check_files=False)
+    except StoreError:
+        return False
+    return (now.store_id, now.generation) != (m.store_id, m.generation)
 
 
 def _initialise(path: Path, dim: int, embedder: str, header_version: int) -> None:
