@@ -389,6 +389,7 @@ def read_manifest(store_dir: str | os.PathLike, check_files: bool = True) -> Man
     path = store / MANIFEST_NAME
     if not store.is_dir():
         raise StoreNotFound("no store directory here", str(store))
+    check_owner(store)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -398,8 +399,10 @@ def read_manifest(store_dir: str | os.PathLike, check_files: bool = True) -> Man
             raise UnsafeStore("MANIFEST is a symlink; refusing to follow it", str(path)) from None
         raise StoreIOError(exc.strerror or str(exc), str(path)) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise UnsafeStore("MANIFEST is not a regular file", str(path))
+        _check_uid(st, path)
         data = _read_at_most(fd, HEADER_SIZE + MAX_BODY + 5, path)  # +1 to see trailing bytes
     finally:
         os.close(fd)
@@ -423,14 +426,34 @@ def _read_at_most(fd: int, limit: int, path: Path) -> bytes:
     return b"".join(chunks)
 
 
+def _check_uid(st: os.stat_result, path) -> None:
+    if st.st_uid != os.geteuid():
+        raise UnsafeStore(f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}); "
+                          "refusing to use another user's store", str(path))
+
+
+def check_owner(store_dir: str | os.PathLike) -> None:
+    """Refuse a store directory that is a symlink or belongs to another user (FORMAT.md s. 1):
+    its files could be swapped under us, and root must not write into a user's store."""
+    try:
+        st = os.lstat(store_dir)
+    except FileNotFoundError:
+        raise StoreNotFound("no store directory here", str(store_dir)) from None
+    except OSError as exc:
+        raise StoreIOError(exc.strerror or str(exc), str(store_dir)) from None
+    _check_uid(st, store_dir)
+
+
 def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
-    """Refuse symlinks in the store and named files that are missing or shorter than committed."""
+    """Refuse symlinks and other users' files in the store, and named files that are missing
+    or shorter than committed."""
     store = Path(store_dir)
     try:
         with os.scandir(store) as it:
             for entry in it:
                 if entry.is_symlink():
                     raise UnsafeStore("symlink inside the store; refusing to use it", entry.path)
+                _check_uid(entry.stat(follow_symlinks=False), entry.path)
     except OSError as exc:
         raise StoreIOError(exc.strerror or str(exc), str(store)) from None
 

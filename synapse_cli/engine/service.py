@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store_format.errors import LockTimeout
+from store_format.errors import CorruptStore, LockTimeout, StoreIOError
 
 from . import graphview
 from .recall import RecallConfig, recall
-from .store import Store, StoreWriter
+from .store import Store, StoreWriter, manifest_changed
 
 
 class Recaller:
@@ -40,7 +40,16 @@ class Recaller:
                now_ms: int | None = None) -> dict:
         cfg = cfg or RecallConfig()
         vec = self.embedder.encode([query])[0]
-        result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms)
+        try:
+            result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms)
+        except (CorruptStore, StoreIOError):
+            # A compaction or migration committed after we read the manifest and deleted a
+            # file it named (FORMAT.md 14.2): read the new manifest and retry once.
+            if not manifest_changed(self.path, self.store.manifest):
+                raise
+            self.store.close()
+            self.store, self._arrays = Store.open(self.path), None
+            result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms)
         if touch and result["results"]:
             result["touched"] = self._touch([r["id"] for r in result["results"]])
         return result
