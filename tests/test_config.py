@@ -156,3 +156,11 @@ def test_completion_prints_a_script_and_completes(tmp_path):
     r = run_cli([], env={"_SYNAPSE_COMPLETE": "complete_bash",
                          "COMP_WORDS": "synapse config --te", "COMP_CWORD": "2"})
     assert r.stdout.split() == ["--template"]
+
+
+def test_python_310_without_tomli_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(cf, "tomllib", None)
+    assert cf.resolve(path=tmp_path / "none.toml", environ={})["recall.k"] == 30  # no file: fine
+    with pytest.raises(cf.ConfigError) as e:
+        cf.resolve(path=_write(tmp_path, "[recall]\nk = 5\n"), environ={})
+    assert "Python 3.11+ or the tomli package" in str(e.value) and "tomli" in e.value.hint
