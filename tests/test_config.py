@@ -164,3 +164,18 @@ def test_python_310_without_tomli_names_the_fix(tmp_path, monkeypatch):
     with pytest.raises(cf.ConfigError) as e:
         cf.resolve(path=_write(tmp_path, "[recall]\nk = 5\n"), environ={})
     assert "Python 3.11+ or the tomli package" in str(e.value) and "tomli" in e.value.hint
+
+
+@pytest.mark.parametrize("args", [["config"], ["config", "--template"], ["completion", "bash"]])
+def test_closed_stdout_is_not_an_error(args):
+    """`synapse ... | head` must exit 0: click would turn the EPIPE into exit 1."""
+    from conftest import SYNAPSE, cli_env
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    try:
+        r = subprocess.run([str(SYNAPSE), *args], stdout=write, stderr=subprocess.PIPE,
+                           env=cli_env(), text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (0, ""), args

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import typer
 
+from . import output
 from .exits import USAGE, UserError
 
 SHELLS = ("bash", "zsh", "fish")
@@ -27,5 +28,5 @@ def completion(
 
     if shell not in SHELLS:
         raise UserError(f"completion {shell!r}: expected one of {', '.join(SHELLS)}", code=USAGE)
-    print(get_completion_script(prog_name="synapse", complete_var="_SYNAPSE_COMPLETE",
-                                shell=shell))
+    output.text(get_completion_script(prog_name="synapse", complete_var="_SYNAPSE_COMPLETE",
+                                      shell=shell) + "\n")

@@ -31,10 +31,10 @@ def config(
     from ..engine.paths import config_file
 
     if path:
-        print(config_file())
+        output.text(f"{config_file()}\n")
         return
     if template:
-        print(cf.template(), end="")
+        output.text(cf.template())
         return
     settings = cf.resolve()
     output.Out.json = json

@@ -128,7 +128,7 @@ def run(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         output.error("interrupted")
         sys.exit(exits.INTERRUPTED)
-    except BrokenPipeError:
+    except (BrokenPipeError, output.StdoutClosed):
         sys.exit(0)  # `synapse recall ... | head` is not an error
     except Exception as exc:  # noqa: BLE001 - the one place every error is classified
         code = exits.code_for(exc)

@@ -46,10 +46,30 @@ def stdout_console():
     return Console(no_color=_no_color(), highlight=False)
 
 
+class StdoutClosed(Exception):
+    """The reader of stdout went away (`synapse ... | head`): not an error, exit 0.
+
+    Raised instead of BrokenPipeError because click turns an EPIPE OSError into exit 1."""
+
+
+def _write(data: bytes) -> None:
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # so the flush at exit cannot fail again
+        os.dup2(devnull, sys.stdout.fileno())
+        raise StdoutClosed() from None
+
+
 def emit(obj: Any) -> None:
     """One JSON object on one line of stdout."""
-    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-    sys.stdout.buffer.flush()
+    _write(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+
+
+def text(data: str) -> None:
+    """Plain text on stdout (scripts, paths)."""
+    _write(data.encode("utf-8"))
 
 
 def emit_all(objs: Iterable[Any]) -> None:
