@@ -25,7 +25,7 @@ from . import graph_files as gf
 from . import ingest_index as ix
 from . import manifest as mf
 from . import segments as sg
-from .errors import InvalidRecord
+from .errors import InvalidRecord, StoreError
 from .fileio import FILE_MODE, fsync_dir, fsync_fd, pwrite_all
 from .payload import PayloadReader, pack_entry, pack_file_header, verify_payload
 
@@ -78,6 +78,33 @@ def _read_segments(store: Path, m: mf.Manifest) -> list[sg.SegmentReader]:
 
 def compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = None,
             rewriters: Iterable[Rewriter] = ()) -> CompactionResult:
+    """Rewrite the store without its tombstoned records and commit; see `_compact`.
+
+    A compaction that fails (a full disk, a damaged record) deletes the new files it wrote, so
+    the store is left exactly as it was (the next writer would delete them anyway, s. 14.2).
+    """
+    try:
+        return _compact(store_dir, m, transform_body, rewriters)
+    except BaseException:
+        _remove_unnamed(Path(store_dir))
+        raise
+
+
+def _remove_unnamed(store: Path) -> None:
+    """Best effort: delete the data and temp files the manifest on disk does not name."""
+    try:
+        named = mf.named_files(mf.read_manifest(store, check_files=False))
+        for entry in os.scandir(store):
+            if (mf.is_data_file(entry.name) and entry.name not in named) \
+                    or entry.name.endswith(".tmp"):
+                os.unlink(entry.path)
+        fsync_dir(store)
+    except (OSError, StoreError):
+        pass
+
+
+def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = None,
+             rewriters: Iterable[Rewriter] = ()) -> CompactionResult:
     """Rewrite the store without its tombstoned records and commit; see the module docstring.
 
     Parameters

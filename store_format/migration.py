@@ -21,7 +21,7 @@ import numpy as np
 from . import headers as hdr
 from . import manifest as mf
 from . import segments as sg
-from .errors import InvalidRecord
+from .errors import InvalidRecord, StoreError
 from .fileio import fsync_dir
 
 SUFFIX = ".migrating"
@@ -79,16 +79,22 @@ def migrate(store_dir, m: mf.Manifest, to_version: int) -> mf.Manifest:
                                     prev_id=prev_id, expected_dim=m.dim,
                                     expected_number=int(s.file[4:10])).last_id
     todo = []
-    for s in m.segments:
-        number = int(s.file[4:10])
-        src = sg.SegmentReader(store / s.file, s.records, expected_dim=m.dim,
-                               expected_number=number)
-        if src.header.header_version != to_version:
-            _write_converted(store, s, src, number, to_version, m.dim)
-            todo.append(s.file)
-    intent = dataclasses.replace(m, migration={"to": to_version, "files": todo}).next_generation()
+    try:
+        for s in m.segments:
+            number = int(s.file[4:10])
+            src = sg.SegmentReader(store / s.file, s.records, expected_dim=m.dim,
+                                   expected_number=number)
+            if src.header.header_version != to_version:
+                _write_converted(store, s, src, number, to_version, m.dim)
+                todo.append(s.file)
+        intent = dataclasses.replace(m, migration={"to": to_version,
+                                                   "files": todo}).next_generation()
+        if todo:
+            mf.write_manifest(store, intent)
+    except BaseException:
+        _drop_copies(store)  # a full disk: leave the store as it was
+        raise
     if todo:
-        mf.write_manifest(store, intent)
         _roll_forward(store, intent)
     final = dataclasses.replace(intent, header_version=to_version, migration=None).next_generation()
     mf.write_manifest(store, final)
@@ -107,6 +113,20 @@ def recover(store_dir, m: mf.Manifest) -> mf.Manifest:
             os.unlink(entry.path)
     fsync_dir(store)
     return m
+
+
+def _drop_copies(store: Path) -> None:
+    """Best effort, after a failure before the intent: delete the `.migrating` copies (unless
+    the manifest on disk does hold an intent, which needs them to roll forward)."""
+    try:
+        if mf.read_manifest(store, check_files=False).migration:
+            return
+        for entry in os.scandir(store):
+            if entry.name.endswith(SUFFIX):
+                os.unlink(entry.path)
+        fsync_dir(store)
+    except (OSError, StoreError):
+        pass
 
 
 def _write_converted(store: Path, s: mf.Segment, src: sg.SegmentReader, number: int,

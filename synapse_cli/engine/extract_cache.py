@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from store_format.crc32c import crc32c
-from store_format.fileio import FILE_MODE
+from store_format import fileio
 
 CACHE_NAME = "extract.cache"
 MODELS_NAME = "extract.models"
@@ -69,10 +69,10 @@ class ExtractCache:
         body = json.dumps({"k": key, "v": result}, ensure_ascii=False,
                           separators=(",", ":")).encode("utf-8")
         line = body + b"\t" + f"{crc32c(body):08x}".encode() + b"\n"
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        fd = fileio.open_for_append(self.path, create=True)  # OSError -> StoreIOError (exit 74)
         try:
-            os.ftruncate(fd, self._good_end)
-            os.pwrite(fd, line, self._good_end)
+            fileio.truncate(fd, self._good_end, self.path)
+            fileio.pwrite_all(fd, line, self._good_end, self.path)
         finally:
             os.close(fd)
         self._good_end += len(line)
@@ -98,11 +98,6 @@ def model_sha256(store_dir: os.PathLike | str, model_path: os.PathLike | str) ->
         return hit["sha256"]
     digest = file_sha256(path)
     table[path] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
-    tmp = table_path.with_name(MODELS_NAME + ".tmp")
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE),
-              "w", encoding="utf-8") as f:
-        json.dump(table, f, separators=(",", ":"))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, table_path)
+    # A full disk gives StoreIOError (exit 74) and leaves no extract.models.tmp behind.
+    fileio.atomic_replace(table_path, json.dumps(table, separators=(",", ":")).encode("utf-8"))
     return digest
