@@ -12,7 +12,7 @@ from store_format.errors import CorruptStore, LockTimeout, StoreIOError
 
 from . import graphview
 from .recall import RecallConfig, recall
-from .store import Store, StoreWriter, manifest_changed
+from .store import READ_RETRIES, Store, StoreWriter, worth_retrying
 
 
 class Recaller:
@@ -40,16 +40,19 @@ class Recaller:
                now_ms: int | None = None) -> dict:
         cfg = cfg or RecallConfig()
         vec = self.embedder.encode([query])[0]
-        try:
-            result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms)
-        except (CorruptStore, StoreIOError):
-            # A compaction or migration committed after we read the manifest and deleted a
-            # file it named (FORMAT.md 14.2): read the new manifest and retry once.
-            if not manifest_changed(self.path, self.store.manifest):
-                raise
-            self.store.close()
-            self.store, self._arrays = Store.open(self.path), None
-            result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms)
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms)
+                break
+            except (CorruptStore, StoreIOError) as exc:
+                # A writer committed after we read the manifest (a compaction deleted a file
+                # it named, a record now points at a newer payload entry): read the new
+                # manifest and start again (store.worth_retrying).
+                if attempt == READ_RETRIES or not worth_retrying(self.path,
+                                                                 self.store.manifest, exc):
+                    raise
+                self.store.close()
+                self.store, self._arrays = Store.open(self.path), None
         if touch and result["results"]:
             result["touched"] = self._touch([r["id"] for r in result["results"]])
         return result

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,8 @@ import numpy as np
 from store_format import graph_files as gf
 from store_format import manifest as mf
 from store_format import migration, segments as sg
-from store_format.errors import (CorruptStore, InvalidRecord, StoreError, StoreIOError,
-                                 StoreNotFound)
+from store_format.errors import (ChecksumMismatch, CorruptStore, InvalidRecord, StoreError,
+                                 StoreIOError, StoreNotFound)
 from store_format.fileio import DIR_MODE, fsync_dir
 from store_format.headers import Header, array_to_headers
 from store_format.lock import WriterLock
@@ -52,14 +53,15 @@ class Store:
         reading the manifest and opening its files deletes files it named (FORMAT.md 14.2):
         then the manifest is read again and the open retried once."""
         path = Path(path)
-        m = mf.read_manifest(path, check_files=False)
-        try:
-            mf.check_store_files(path, m)
-            return cls(path, m)
-        except (CorruptStore, StoreIOError):
-            if not manifest_changed(path, m):
-                raise
-        return cls(path, mf.read_manifest(path))
+        for attempt in range(READ_RETRIES + 1):
+            m = mf.read_manifest(path, check_files=False)
+            try:
+                mf.check_store_files(path, m)
+                return cls(path, m)
+            except (CorruptStore, StoreIOError) as exc:
+                if attempt == READ_RETRIES or not worth_retrying(path, m, exc):
+                    raise
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self.payload.close()
@@ -81,8 +83,21 @@ class Store:
         """All committed record ids, u64, increasing (tombstoned ones included)."""
         if self._ids is None:
             parts = [np.asarray(s.ids) for s in self.segments]
-            self._ids = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+            ids = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
             self._starts = np.cumsum([0] + [s.n for s in self.segments])
+            # Read without the record CRCs (the header scan): a damaged id must be a typed
+            # error here, not a record that `locate` cannot find later (FORMAT.md s. 10).
+            bad = ids == 0
+            bad[1:] |= ids[1:] <= ids[:-1]
+            if bad.any():
+                pos = int(np.argmax(bad))
+                seg = int(np.searchsorted(self._starts, pos, side="right")) - 1
+                r = self.segments[seg]
+                row = pos - int(self._starts[seg])
+                raise InvalidRecord(f"record {row}: id {int(ids[pos])} is 0 or not greater than "
+                                    f"the previous id", path=str(r.path),
+                                    offset=r.header.record_offset(row) + r.header.stride - 24)
+            self._ids = ids
         return self._ids
 
     def locate(self, record_id: int) -> tuple[int, int]:
@@ -170,6 +185,18 @@ class StoreWriter(Store):
         except BaseException:
             lock.release()
             raise
+
+    def __exit__(self, exc_type, *exc):
+        try:
+            if exc_type is not None:  # a failed transaction (disk full...): drop new files now
+                self.close_writers()
+                try:
+                    _remove_uncommitted_files(self.path,
+                                              mf.read_manifest(self.path, check_files=False))
+                except (OSError, StoreError):
+                    pass
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Release files and the lock; anything not committed is dropped (truncated later)."""
@@ -397,6 +424,11 @@ class StoreWriter(Store):
         return self._seg_writer
 
 
+# How often a reader re-reads the manifest and starts again when a writer changed the store
+# under it (each retry needs a new commit, or a record caught mid-rewrite).
+READ_RETRIES = 3
+
+
 def manifest_changed(path, m: mf.Manifest) -> bool:
     """Whether the store's manifest is no longer `m` (another writer committed since)."""
     try:
@@ -404,6 +436,19 @@ def manifest_changed(path, m: mf.Manifest) -> bool:
     except StoreError:
         return False
     return (now.store_id, now.generation) != (m.store_id, m.generation)
+
+
+def worth_retrying(path, m: mf.Manifest, exc: StoreError) -> bool:
+    """A reader's error that a concurrent writer explains: a commit since we read the manifest
+    (a compaction deleted a file it named, or a record was rewritten in place to point at a
+    payload entry committed after it), or a record CRC read during its in-place rewrite
+    (FORMAT.md s. 3: one pwrite; a reader may see it half done)."""
+    if manifest_changed(path, m):
+        return True
+    if isinstance(exc, ChecksumMismatch):
+        time.sleep(0.02)
+        return True
+    return False
 
 
 def _initialise(path: Path, dim: int, embedder: str, header_version: int) -> None:

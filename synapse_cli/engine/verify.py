@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from store_format import graph_files as gf
+from store_format import ingest_index
 from store_format import manifest as mf
 from store_format import segments as sg
 from store_format.errors import StoreError, StoreNotFound, UnsafeStore
@@ -48,8 +49,27 @@ def _problem(exc: StoreError, fallback: str) -> Problem:
     return Problem(name, exc.offset, type(exc).__name__, exc.message)
 
 
-def verify(store_dir) -> Report:
-    """Check the manifest, every segment record, payload entry and pointer, and the graph."""
+def verify(store_dir, retries: int = 3) -> Report:
+    """Check the manifest, every segment record, payload entry and pointer, the graph, the
+    BM25 files and the ingest index.
+
+    verify takes no lock. When it finds a problem and another writer committed meanwhile (a
+    record rewritten in place now points at a payload entry committed after the manifest we
+    read, or a compaction deleted a file), it starts again, up to `retries` times."""
+    for _ in range(retries):
+        report = _verify(store_dir)
+        if report.ok or "manifest_generation" not in report.checked:
+            return report
+        try:
+            now = mf.read_manifest(Path(store_dir), check_files=False).generation
+        except StoreError:
+            return report
+        if now == report.checked["manifest_generation"]:
+            return report
+    return _verify(store_dir)
+
+
+def _verify(store_dir) -> Report:
     store = Path(store_dir)
     report = Report(str(store))
     try:
@@ -120,7 +140,28 @@ def verify(store_dir) -> Report:
         problem = _problem(exc, m.graph.log)
         if log_problem is None or problem.file != log_problem.file:  # not the same one twice
             report.problems.append(problem)
+    _check_indexes(store, m, report)
     return report
+
+
+def _check_indexes(store: Path, m: mf.Manifest, report: Report) -> None:
+    """The BM25 files (FORMAT.md 11.3) and the ingest index (12), block by block."""
+    if m.bm25 is not None:
+        from ..models import bm25
+
+        c = m.bm25
+        try:
+            terms = bm25.read_vocab(store / c["vocab"], c["vocab_bytes"])
+            blocks = bm25.read_log(store / c["log"], c["log_bytes"], len(terms))
+            report.checked["bm25_documents"] = sum(len(b[0]) for b in blocks)
+        except StoreError as exc:
+            report.problems.append(_problem(exc, c["log"]))
+    if m.ingest is not None:
+        try:
+            report.checked["ingest_entries"] = len(
+                ingest_index.read(store / m.ingest["file"], m.ingest["entries"]))
+        except StoreError as exc:
+            report.problems.append(_problem(exc, m.ingest["file"]))
 
 
 def _check_payload_owners(store: Path, m: mf.Manifest, s: mf.Segment, report: Report) -> None:
