@@ -40,7 +40,8 @@ def test_precedence(tmp_path):
     assert (s["activation.alpha"], s.sources["activation.alpha"]) == (0.7, "file")
     assert (s["activation.T"], s.sources["activation.T"]) == (5, "env")
     assert (s["recall.k"], s.sources["recall.k"]) == (4, "flag")
-    assert (s["activation.beta"], s.sources["activation.beta"]) == (0.15, "default")
+    assert (s["activation.beta"], s.sources["activation.beta"]) == (
+        cf.BY_NAME["activation.beta"].default, "default")
     cfg = RecallConfig(**s.kwargs("recall"))
     assert (cfg.alpha, cfg.T, cfg.k) == (0.7, 5, 4)
     missing = cf.resolve(path=tmp_path / "none.toml", environ={})
