@@ -186,6 +186,10 @@ def parse_text(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]
         if "\x00" in line:
             yield InputError(where, "line contains a NUL character")
             continue
+        if len(line) > MAX_TEXT:  # a 50 MB line once took 3 GB and ended in an internal error
+            yield InputError(where, f"line is longer than {MAX_TEXT} characters "
+                                    "(use --format doc for documents)")
+            continue
         yield Item(text=line, where=where, source=None if name == "-" else name)
 
 
