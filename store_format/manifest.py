@@ -444,18 +444,23 @@ def check_owner(store_dir: str | os.PathLike) -> None:
     _check_uid(st, store_dir)
 
 
-def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
-    """Refuse symlinks and other users' files in the store, and named files that are missing
-    or shorter than committed."""
-    store = Path(store_dir)
+def check_entries(store_dir: str | os.PathLike) -> None:
+    """Refuse a symlink or another user's file anywhere in the store directory."""
     try:
-        with os.scandir(store) as it:
+        with os.scandir(store_dir) as it:
             for entry in it:
                 if entry.is_symlink():
                     raise UnsafeStore("symlink inside the store; refusing to use it", entry.path)
                 _check_uid(entry.stat(follow_symlinks=False), entry.path)
     except OSError as exc:
-        raise StoreIOError(exc.strerror or str(exc), str(store)) from None
+        raise StoreIOError(exc.strerror or str(exc), str(store_dir)) from None
+
+
+def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
+    """Refuse symlinks and other users' files in the store, and named files that are missing
+    or shorter than committed."""
+    store = Path(store_dir)
+    check_entries(store)
 
     stride = {v: HEADER_BYTES[v] + m.dim + RECORD_TRAILER for v in HEADER_BYTES}
     migrating = set(m.migration["files"]) if m.migration else set()

@@ -175,6 +175,7 @@ class StoreWriter(Store):
         mf.check_owner(path)  # before LOCK is created or anything is recovered in it
         lock = WriterLock(path, lock_timeout).acquire()
         try:
+            mf.check_entries(path)  # recovery below must not silently unlink a planted symlink
             if not (path / mf.MANIFEST_NAME).exists():
                 if not create:
                     raise StoreNotFound("no MANIFEST: not a synapse store", str(path))
