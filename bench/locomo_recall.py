@@ -339,6 +339,8 @@ def main():
     out["timing"]["total_s"] = round(time.perf_counter() - t, 1)
     out["timing"]["loadavg_1m_at_start_and_end"] = [load0, round(os.getloadavg()[0], 2)]
     out["timing"]["cpus"] = os.cpu_count()
+    out["command"] = "python bench/locomo_recall.py " + " ".join(sys.argv[1:])
+    out["date_utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     print(json.dumps(out, indent=1))
 
 

@@ -155,11 +155,14 @@ def load_conv(conv: dict, variant: str, embedder) -> Conv:
 
 
 # ----------------------------------------------------------------------------- graph variants
-def graph_of(c: Conv, cross_session: bool, semantic_edges: bool, knn: int = 0):
+def graph_of(c: Conv, cross_session: bool, semantic_edges: bool, knn: int = 0,
+             hub_cap: int = 0):
     """CSR of the conversation, optionally without edges touching semantic nodes, with
     TEMPORAL edges joining the last turn of each session to the first turn of the next, and
     with ASSOCIATION edges (weight = cosine) from each episode to its `knn` most similar
-    episodes of other sessions."""
+    episodes of other sessions. `hub_cap` > 0: a semantic node with more than that many edges
+    (a speaker, "LGBTQ") is left out of the graph: linked to everything, it tells nothing
+    (the graph's analogue of a low idf)."""
     from store_format import graph_files as gf
 
     counts = np.diff(c.indptr)
@@ -169,6 +172,10 @@ def graph_of(c: Conv, cross_session: bool, semantic_edges: bool, knn: int = 0):
     t = c.etypes.astype(np.uint8)
     if not semantic_edges:
         keep = c.episodic[src] & c.episodic[dst]
+        src, dst, w, t = src[keep], dst[keep], w[keep], t[keep]
+    if hub_cap:
+        hub = ~c.episodic & (counts > hub_cap)
+        keep = ~hub[src] & ~hub[dst]
         src, dst, w, t = src[keep], dst[keep], w[keep], t[keep]
     if cross_session:
         sess = sorted(set(c.session[c.session >= 0].tolist()))
@@ -224,6 +231,8 @@ def top_idx(x: np.ndarray, valid: np.ndarray, k: int) -> np.ndarray:
     return cand[order[:k]]
 
 
+EXCLUDE: set = set()  # structural choices left out of the search (--exclude)
+
 SEED_ACT = dict(anchors_k=10, anchor_min_sim=0.2, anchor_energy="sim", alpha=1.0, S=0.8,
                 delta=0.5, rho=0.01, beta=0.15, M=7, gamma=5.0, theta=0.5, T=3, fan=True,
                 sigmoid=True, cross_session=False, semantic_edges=True)
@@ -236,9 +245,11 @@ def activation(c: Conv, p: dict, cache: dict) -> np.ndarray:
     key = (c.sid, c.variant, tuple(sorted(p.items())))
     if key in cache:
         return cache[key]
-    gk = (c.sid, c.variant, "graph", p["cross_session"], p["semantic_edges"], p.get("knn", 0))
+    gk = (c.sid, c.variant, "graph", p["cross_session"], p["semantic_edges"], p.get("knn", 0),
+          p.get("hub_cap", 0))
     if gk not in cache:
-        cache[gk] = graph_of(c, p["cross_session"], p["semantic_edges"], p.get("knn", 0))
+        cache[gk] = graph_of(c, p["cross_session"], p["semantic_edges"], p.get("knn", 0),
+                             p.get("hub_cap", 0))
     g = cache[gk]
     out = np.zeros((len(c.cats), c.n), np.float32)
     for qi in range(len(c.cats)):
@@ -392,7 +403,7 @@ class Stage:
             act = activation(c, act_p, self.actcache)
             if pr_graph:
                 gk = (c.sid, c.variant, "graph", act_p["cross_session"], act_p["semantic_edges"],
-                      act_p.get("knn", 0))
+                      act_p.get("knn", 0), act_p.get("hub_cap", 0))
                 pr = pagerank_of(c, self.actcache[gk])
             else:
                 pr = c.pr
@@ -480,14 +491,29 @@ def select(convs, cats, conv_of_q, train, cache, quick, variant, rows=False):
     choices.append({"semantic_edges": False})
     for knn in (2, 5, 10):
         choices.append({"knn": knn})
+    if variant == "cons":
+        for cap in (10, 20, 50):
+            choices.append({"hub_cap": cap})
+            choices.append({"hub_cap": cap, "sigmoid": False})
     choices.append({"sigmoid": False})
     choices.append({"fan": False})
     choices.append({"S": 1.0, "delta": 0.3})
     choices.append({"theta": 0.3})
+    choices = [ch for ch in choices if not set(ch) & EXCLUDE]
     for ch in choices:
         for la in las:
             st.add({**best1["act"], **ch}, {**fuse, "la": la})
     best2 = run(st)
+    # every structural choice of stage 2 at its best activation weight, for the report
+    R2 = np.stack(st.rows)
+    per_choice = []
+    for ch in choices:
+        idx = [i for i, c in enumerate(st.configs) if c["act"] == {**best1["act"], **ch}]
+        i = max(idx, key=lambda i: R2[i, train, 1].mean())
+        per_choice.append({"change": ch or "none (stage-1 winner)",
+                           "lambda_act": st.configs[i]["fuse"]["la"],
+                           **summarise(R2[i], cats)["recall@10"]})
+    stages[-1]["per_choice"] = per_choice
     # 3. combine the structural choices that helped in stage 2, refine weights around them
     R = np.stack(st.rows)[:, train, 1].mean(axis=1)
     ref = R[[i for i, c in enumerate(st.configs) if c["act"] == best1["act"]]].max()
@@ -544,12 +570,54 @@ def select(convs, cats, conv_of_q, train, cache, quick, variant, rows=False):
     return stages, best3
 
 
+SEED_FUSE = dict(fusion="linear", ls=0.5, la=0.3, lp=0.2, lb=0.3, ld=0.05)
+
+
+def engine_defaults() -> tuple[dict, dict]:
+    """The current RecallConfig defaults as (activation params, fusion) of this script."""
+    from synapse_cli.engine.recall import RecallConfig
+
+    cfg = RecallConfig()
+    act = {**SEED_ACT, **{k: getattr(cfg, k) for k in SEED_ACT if hasattr(cfg, k)}}
+    act["beta"] = cfg.beta if cfg.inhibition else 0.0
+    fuse = dict(fusion=cfg.fusion, ls=cfg.lambda_sim, la=cfg.lambda_act, lp=cfg.lambda_pr,
+                lb=cfg.lambda_bm25, ld=cfg.lambda_decay)
+    return act, fuse
+
+
+def defaults_ablation(convs, cats, cache, episodic_only: bool) -> list[dict]:
+    """recall@k of the engine's defaults, of each deviation from the seed reverted alone, of
+    the seed's fusion and weights, and of the seed altogether (gate off throughout)."""
+    act, fuse = engine_defaults()
+    st = Stage("defaults", convs, cache)
+    labels = ["engine defaults"]
+    st.add(act, fuse, episodic_only)
+    names = {"ls": "lambda_sim", "la": "lambda_act", "lp": "lambda_pr", "lb": "lambda_bm25",
+             "ld": "lambda_decay"}
+    for k, v in act.items():
+        if SEED_ACT[k] != v:
+            labels.append(f"{k} = {SEED_ACT[k]} (seed)")
+            st.add({**act, k: SEED_ACT[k]}, fuse, episodic_only)
+    for k, v in fuse.items():
+        if SEED_FUSE[k] != v:
+            labels.append(f"{names.get(k, k)} = {SEED_FUSE[k]} (seed)")
+            st.add(act, {**fuse, k: SEED_FUSE[k]}, episodic_only)
+    labels.append("seed fusion and weights")
+    st.add(act, SEED_FUSE, episodic_only)
+    labels.append("seed defaults")
+    st.add(SEED_ACT, SEED_FUSE, episodic_only)
+    return [{"config": lab, **summarise(r, cats)} for lab, r in zip(labels, st.rows)]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--stores", default="both", choices=("plain", "cons", "both"))
     p.add_argument("--quick", action="store_true", help="smaller grids")
+    p.add_argument("--exclude", default="", help="comma-separated structural choices to leave "
+                   "out, e.g. cross_session,knn,hub_cap (those the engine does not implement)")
     args = p.parse_args()
+    EXCLUDE.update(x for x in args.exclude.split(",") if x)
     load0 = round(os.getloadavg()[0], 2)
     t0 = time.perf_counter()
     data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())
@@ -564,7 +632,10 @@ def main():
     variants = ["plain", "cons"] if args.stores == "both" else [args.stores]
     variants = [v for v in variants
                 if all((STORES / c["sample_id"] / v / "ok").exists() for c in data)]
-    out = {"benchmark": "locomo_tune", "variants": variants, "stages": []}
+    out = {"benchmark": "locomo_tune", "variants": variants, "stages": [],
+           "command": "python bench/locomo_tune.py " + " ".join(sys.argv[1:]),
+           "excluded_choices": sorted(EXCLUDE),
+           "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpus": os.cpu_count()}
     for variant in variants:
         convs = [load_conv(c, variant, embedder) for c in data]
         log(f"{variant}: signals loaded ({time.perf_counter() - t0:.1f}s)")
@@ -585,6 +656,9 @@ def main():
                 rs.append(evaluate(c, s, False, v))
             base[name] = summarise(np.concatenate(rs), cats)
         vo["baselines_all_records"] = base
+        # the engine's defaults as they are (semantic nodes returned, as recall() does)
+        vo["engine_defaults"] = dict(zip(("act", "fuse"), engine_defaults()))
+        vo["defaults_ablation"] = defaults_ablation(convs, cats, cache, episodic_only=False)
         stages, best3 = select(convs, cats, conv_of_q, None, cache, args.quick, variant)
         vo["helpful_structure_stage2"] = stages[-1].pop("_helped")
         # nested leave-one-conversation-out: the whole staged selection (grids built from the
@@ -616,6 +690,9 @@ def main():
                 abl.add(best3["act"], best3["fuse"], **{**best3["post"], k: 0})
         abl.add(best3["act"], {"fusion": "linear", "ls": 0.5, "la": 0.3, "lp": 0.2, "lb": 0.3,
                                "ld": 0.05}, **best3["post"])
+        for change in ({"fusion": "linear"}, {"lp": 0.1}, {"lp": 0.2}, {"ld": 0.05}):
+            if any(best3["fuse"].get(k) != v for k, v in change.items()):
+                abl.add(best3["act"], {**best3["fuse"], **change}, **best3["post"])
         R = np.stack(abl.rows)
         vo["ablation_of_best_in_sample"] = [
             {"config_change": "none" if i == 0 else
