@@ -51,7 +51,7 @@ class Store:
     def open(cls, path: os.PathLike | str) -> "Store":
         """Map what the manifest commits. A compaction or migration that commits between our
         reading the manifest and opening its files deletes files it named (FORMAT.md 14.2):
-        then the manifest is read again and the open retried once."""
+        then the manifest is read again and the open retried (up to READ_RETRIES times)."""
         path = Path(path)
         for attempt in range(READ_RETRIES + 1):
             m = mf.read_manifest(path, check_files=False)
