@@ -557,16 +557,17 @@ def select(convs, cats, conv_of_q, train, cache, quick, variant, rows=False):
                 for lp, ld in itertools.product((0.0, 0.1, 0.2), (0.0, 0.05)):
                     st.add({**best1["act"], **ch}, {**f, "lp": lp, "ld": ld}, **post)
     best3 = run(st)
+    st3 = st
     # 4. returned semantic nodes (cons only)
     if variant == "cons":
         st = Stage("4 semantic nodes returned vs excluded", convs, cache)
-        st.add(best3["act"], best3["fuse"], episodic_only=True)
-        st.add(best3["act"], best3["fuse"], episodic_only=False)
+        st.add(best3["act"], best3["fuse"], episodic_only=True, **best3["post"])
+        st.add(best3["act"], best3["fuse"], episodic_only=False, **best3["post"])
         run(st)
     stages[-1]["_helped"] = helped_sorted
     if rows:
-        i = next(i for i, c in enumerate(st.configs) if c == best3)
-        return stages, best3, st.rows[i]
+        i = next(i for i, c in enumerate(st3.configs) if c == best3)
+        return stages, best3, st3.rows[i]
     return stages, best3
 
 
