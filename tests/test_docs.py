@@ -51,3 +51,15 @@ def test_man_renders_every_page_without_warnings():
         assert p.returncode == 0, p.stderr.decode()
         assert p.stderr.decode().strip() == "", (page.name, p.stderr.decode())
         assert b"SYNOPSIS" in p.stdout
+
+
+def test_wheel_ships_every_man_page(tmp_path):
+    """`man synapse recall` works after `pip install`: the pages are data files of the wheel."""
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    wheel, = tmp_path.glob("*.whl")
+    names = {Path(n).name for n in zipfile.ZipFile(wheel).namelist() if "/share/man/man1/" in n}
+    assert names == {p.name for p in (ROOT / "man").glob("*.1")}
