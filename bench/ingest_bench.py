@@ -5,7 +5,7 @@
 Prints one JSON object:
 - batch: the five LoCoMo dev conversations ingested through the engine (embedding, BM25,
   edges, fsync, commit) in turns/s, and sentence-transformers' own batch encoding of the same
-  texts in the same run (texts/s) -- the baseline the issue names;
+  texts ("speaker: text", what ingest embeds) in the same run (texts/s);
 - cold: a 10,000-record store (the LoCoMo turns plus synthetic variants), then 7 fresh
   `synapse ingest` processes of one item and 7 fresh `synapse recall --no-touch` processes
   (median wall time), next to `python -c pass` and `synapse --version` in the same run.
@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from synapse_cli.engine.ingest import IngestConfig, ingest  # noqa: E402
+from synapse_cli.engine.ingest import IngestConfig, ingest, retrieval_text  # noqa: E402
 from synapse_cli.engine.inputs import Item  # noqa: E402
 from synapse_cli.engine.store import StoreWriter  # noqa: E402
 from synapse_cli.models.embedder import get_embedder  # noqa: E402
@@ -61,7 +61,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
     items = locomo_items(Path(args.data))
-    texts = [it.text for it in items]
+    texts = [retrieval_text(it) for it in items]  # what ingest embeds: the same input for both
     out: dict = {"benchmark": "ingest", "turns": len(items), "cpus": os.cpu_count()}
 
     embedder = get_embedder()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -30,9 +31,11 @@ from store_format.errors import (
 from store_format.fileio import fsync_dir, fsync_fd, open_for_append, pwrite_all, truncate
 from synapse_cli.models.tokenize import tokenize
 
-# numba (and the scipy it pulls in) costs ~0.5 s to import: `ingest` of one item must not pay
-# it, so kernels are imported on first use and small CRCs use the pure-Python loop.
-_SMALL_CRC = 256 * 1024
+# numba costs ~0.5 s to import: a one-item `ingest` must not pay it, and for a batch the
+# pure-Python CRC (~50 ns/byte) beats the import below a few MB. Once the kernels are loaded
+# (recall, compaction) they are used for anything but tiny blocks.
+_PYTHON_CRC_LIMIT = 4 * 1024 * 1024
+_KERNELS = "synapse_cli.kernels.bm25"
 
 
 def _kernels():
@@ -41,15 +44,20 @@ def _kernels():
     return k
 
 
+def _use_python_crc(n: int) -> bool:
+    return n <= 4096 or (n <= _PYTHON_CRC_LIMIT and _KERNELS not in sys.modules)
+
+
 def _crc(arr: np.ndarray, start: int, end: int) -> int:
-    if end - start <= _SMALL_CRC:
+    if _use_python_crc(end - start):
         return crc32c(arr[start:end].tobytes())
     k = _kernels()
     return int(k.crc32c_span(arr, start, end, k._CRC_TABLE))
 
 
 def _crc_bytes(data: bytes) -> int:
-    return crc32c(data) if len(data) <= _SMALL_CRC else int(_kernels().crc32c_fast(data))
+    return crc32c(data) if _use_python_crc(len(data)) else int(_kernels().crc32c_fast(data))
+
 
 VOCAB_MAGIC = b"SYNBM25V"
 LOG_MAGIC = b"SYNBM25L"
