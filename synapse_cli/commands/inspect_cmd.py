@@ -25,10 +25,9 @@ def summary(ctx: typer.Context, json: bool = JSON_OPTION) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from ..engine.inspect import summary as build
-    from ..engine.store import Store
+    from ..engine.store import read_retrying
 
-    with Store.open(store_path()) as store:
-        info = build(store)
+    info = read_retrying(store_path(), build)
     if output.Out.want_table() and not json:
         _print_summary(info)
     else:
@@ -43,14 +42,13 @@ def record(record_id: int = typer.Argument(..., metavar="ID", help="Record id.")
     Example: synapse inspect record 42 --json | jq .header
     """
     from ..engine.inspect import record as build
-    from ..engine.store import Store
+    from ..engine.store import read_retrying
 
-    with Store.open(store_path()) as store:
-        try:
-            info = build(store, record_id)
-        except KeyError:
-            raise UserError(f"no record with id {record_id}", code=NOINPUT,
-                            hint="`synapse inspect --json` shows the ids in use") from None
+    try:
+        info = read_retrying(store_path(), lambda store: build(store, record_id))
+    except KeyError:
+        raise UserError(f"no record with id {record_id}", code=NOINPUT,
+                        hint="`synapse inspect --json` shows the ids in use") from None
     if output.Out.want_table() and not json:
         output.stdout_console().print_json(data=info)
     else:

@@ -452,6 +452,21 @@ def worth_retrying(path, m: mf.Manifest, exc: StoreError) -> bool:
     return False
 
 
+def read_retrying(path, fn):
+    """`fn(store)` on a fresh read-only snapshot, started again (up to READ_RETRIES times) when
+    a concurrent writer explains the error (see `worth_retrying`)."""
+    for attempt in range(READ_RETRIES + 1):
+        store = Store.open(path)
+        try:
+            return fn(store)
+        except (CorruptStore, StoreIOError) as exc:
+            if attempt == READ_RETRIES or not worth_retrying(path, store.manifest, exc):
+                raise
+        finally:
+            store.close()
+    raise AssertionError("unreachable")
+
+
 def _initialise(path: Path, dim: int, embedder: str, header_version: int) -> None:
     """Create the files of an empty store; the manifest, written last, makes it a store."""
     os.chmod(path, DIR_MODE)
