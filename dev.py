@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,15 @@ def install() -> None:
     STAMP.write_text(digest)
 
 
+def install_man_pages() -> None:
+    """An editable install does not install the wheel's data files; put the pages where
+    man(1) looks for a command on PATH (.venv/share/man), so `man synapse recall` works."""
+    target = VENV / "share" / "man" / "man1"
+    target.mkdir(parents=True, exist_ok=True)
+    for page in (ROOT / "man").glob("*.1"):
+        shutil.copyfile(page, target / page.name)
+
+
 def demo() -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory(prefix="synapse-demo-") as store:
@@ -67,6 +77,7 @@ def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in ("demo", "test", "install"):
         sys.exit(__doc__)
     install()
+    install_man_pages()
     if sys.argv[1] == "demo":
         demo()
     elif sys.argv[1] == "test":
