@@ -18,6 +18,12 @@ CATS = ["all_1_4", "1_multi-hop", "2_temporal", "3_open-domain", "4_single-hop"]
 HEAD = ["all 1-4", "multi-hop", "temporal", "open-domain", "single-hop"]
 
 
+
+def _portable(path: str) -> str:
+    """A data path as the benchmarks take it (relative to the repository), never this machine's."""
+    parts = Path(path).parts
+    return str(Path("..", *parts[parts.index("shared"):])) if "shared" in parts else Path(path).name
+
 def fmt(x) -> str:
     if isinstance(x, float):
         return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3g}"
@@ -38,7 +44,7 @@ def recall_section(r: dict) -> list[str]:
           f"{r.get('date_utc', '(date not recorded)')} UTC on {t.get('cpus')} shared CPUs, "
           f"load average {t['loadavg_1m_at_start_and_end'][0]} at start and "
           f"{t['loadavg_1m_at_start_and_end'][1]} at the end, {t['total_s']} s in all.", ""]
-    L += [f"Data: `{r['data']}`, conversations {', '.join(r['conversations'])}; questions "
+    L += [f"Data: `{_portable(r['data'])}`, conversations {', '.join(r['conversations'])}; questions "
           f"scored per category {r['questions_scored']}; skipped {r['skipped']}.", ""]
     L += [f"Metric: {r['metric']}.", ""]
     for key, what in r["setup"].items():
