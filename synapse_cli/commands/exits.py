@@ -61,6 +61,8 @@ def code_for(exc: BaseException) -> int:
         return DATAERR
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
+    if isinstance(exc, OSError):  # the OS refused something outside the store layer
+        return IOERR
     return INTERNAL
 
 

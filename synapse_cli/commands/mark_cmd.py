@@ -15,7 +15,8 @@ def register(app: typer.Typer) -> None:
 
 
 def mark(
-    ids: List[int] = typer.Argument(..., metavar="ID...", help="Record ids to mark."),
+    ids: List[int] = typer.Argument(..., metavar="ID...", min=1, max=2**64 - 1,
+                                    help="Record ids to mark."),
     pin: Optional[bool] = typer.Option(
         None, "--pin/--unpin", help="Pinned records never decay and are never pruned."),
     resolve: Optional[bool] = typer.Option(

@@ -50,7 +50,7 @@ def prune(
              "marked prune_candidate (use 0 for only those)."),
     before: Optional[str] = typer.Option(None, "--before", metavar="TIME",
                                          help="Records formed before TIME (ISO 8601 / epoch ms)."),
-    ids: List[int] = typer.Option([], "--id", metavar="N",
+    ids: List[int] = typer.Option([], "--id", metavar="N", min=1, max=2**64 - 1,
                                   help="This record (repeatable); also prunes unresolved ones."),
     tags: List[str] = typer.Option([], "--tag", metavar="TAG",
                                    help="Records carrying TAG (repeatable; speaker:NAME, "
@@ -63,7 +63,7 @@ def prune(
                                          help="Similarity floor of --query matches."),
     match: str = typer.Option("any", "--match", metavar="any|all",
                               help="Select records matching any policy (default) or all."),
-    restore: List[int] = typer.Option([], "--restore", metavar="ID",
+    restore: List[int] = typer.Option([], "--restore", metavar="ID", min=1, max=2**64 - 1,
                                       help="Take this record out of the trash (repeatable)."),
     compact: bool = typer.Option(
         False, "--compact",

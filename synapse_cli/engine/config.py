@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -158,6 +159,8 @@ def _check(s: Setting, value, where: str, usage: bool = False):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             bad("a number")
         value = float(value)
+        if not math.isfinite(value):
+            bad("a finite number")
     elif not isinstance(value, str):
         bad("a string")
     if s.choices and value not in s.choices:

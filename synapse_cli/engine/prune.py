@@ -153,7 +153,7 @@ def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None 
     if policy.ids:
         m = np.zeros(n, bool)
         for rid in dict.fromkeys(int(i) for i in policy.ids):
-            pos = int(np.searchsorted(t.ids, np.uint64(rid))) if rid > 0 else n
+            pos = int(np.searchsorted(t.ids, np.uint64(rid))) if 0 < rid < 2**64 else n
             if pos >= n or int(t.ids[pos]) != rid:
                 sel.not_found.append(rid)
             elif not live[pos]:

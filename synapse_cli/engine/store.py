@@ -103,6 +103,8 @@ class Store:
     def locate(self, record_id: int) -> tuple[int, int]:
         """(segment index, row) of a record id; KeyError when the store has no such record."""
         ids = self.ids
+        if not 0 < int(record_id) < 2**64:  # ids are u64 >= 1 (FORMAT.md 3)
+            raise KeyError(record_id)
         pos = int(np.searchsorted(ids, np.uint64(record_id)))
         if pos >= len(ids) or int(ids[pos]) != int(record_id):
             raise KeyError(record_id)
@@ -287,7 +289,10 @@ class StoreWriter(Store):
         """Reconsolidation (seed 004): recall_count + 1 on each record, one fsync per segment."""
         by_segment: dict[int, list[int]] = {}
         for rid in record_ids:
-            seg, row = self.locate_checked(int(rid))  # never re-sign a damaged record
+            try:
+                seg, row = self.locate_checked(int(rid))  # never re-sign a damaged record
+            except KeyError:
+                continue  # compacted away since the recall read it: nothing to count
             by_segment.setdefault(seg, []).append(row)
         for seg, rows in by_segment.items():
             reader = self.segments[seg]
