@@ -210,13 +210,15 @@ def test_crash_between_commit_and_rewrites_does_not_duplicate(tmp_path, embedder
 def test_cache_ignores_damaged_lines(tmp_path):
     cache = ExtractCache(tmp_path)
     cache.put("a" * 64, {"entities": [], "relations": []})
-    cache.put("b" * 64, {"entities": [{"name": "X"}], "relations": []})
+    cache.put("b" * 64, {"entities": [{"name": "X", "type": "person", "description": "x"}],
+                         "relations": []})
+    cache.put("d" * 64, {"entities": [{"name": "X"}], "relations": []})  # wrong shape: a miss
     data = (tmp_path / CACHE_NAME).read_bytes()
     lines = data.split(b"\n")
     lines[0] = lines[0].replace(b"relations", b"relatiOns")  # CRC no longer matches
     (tmp_path / CACHE_NAME).write_bytes(b"\n".join(lines) + b'{"k":"torn')
     again = ExtractCache(tmp_path)
-    assert set(again.entries) == {"b" * 64} and again.skipped == 1
+    assert set(again.entries) == {"b" * 64} and again.skipped == 2
     again.put("c" * 64, {"entities": [], "relations": []})  # the torn tail is cut first
     assert set(ExtractCache(tmp_path).entries) == {"b" * 64, "c" * 64}
 

@@ -23,8 +23,17 @@ def cache_key(cache_id: str, window_text: str) -> str:
 
 
 def _valid_result(v) -> bool:
-    return (isinstance(v, dict) and isinstance(v.get("entities"), list)
-            and isinstance(v.get("relations"), list))
+    """The shape consolidate reads; a line from an older prompt or a bug is a cache miss."""
+    if not (isinstance(v, dict) and isinstance(v.get("entities"), list)
+            and isinstance(v.get("relations"), list)):
+        return False
+    entities_ok = all(isinstance(e, dict) and isinstance(e.get("name"), str)
+                      and isinstance(e.get("type"), str) and isinstance(e.get("description"), str)
+                      for e in v["entities"])
+    relations_ok = all(isinstance(r, dict) and isinstance(r.get("src"), str)
+                       and isinstance(r.get("dst"), str) and isinstance(r.get("rel"), str)
+                       and isinstance(r.get("weight"), (int, float)) for r in v["relations"])
+    return entities_ok and relations_ok
 
 
 class ExtractCache:

@@ -14,6 +14,7 @@ Typical use (the caller holds the store's writer lock for ``add`` and commits th
 """
 from __future__ import annotations
 
+import errno
 import math
 import os
 import struct
@@ -26,7 +27,8 @@ import numpy as np
 
 from store_format.crc32c import crc32c
 from store_format.errors import (
-    BadMagic, ChecksumMismatch, InvalidRecord, Truncated, UnsafeStore, UnsupportedVersion,
+    BadMagic, ChecksumMismatch, InvalidRecord, StoreIOError, Truncated, UnsafeStore,
+    UnsupportedVersion,
 )
 from store_format.fileio import fsync_dir, fsync_fd, open_for_append, pwrite_all, truncate
 from synapse_cli.models.tokenize import tokenize
@@ -88,7 +90,9 @@ def _read_prefix(path: Path, nbytes: int) -> bytes:
     except FileNotFoundError:
         raise Truncated("file named by the manifest does not exist", path, 0) from None
     except OSError as exc:
-        raise UnsafeStore(f"cannot open ({exc.strerror})", path, 0) from None
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink
+            raise UnsafeStore("is a symlink; refusing to follow it", path, 0) from None
+        raise StoreIOError(exc.strerror or str(exc), path, 0) from None
     try:
         size = os.fstat(fd).st_size
         if size < nbytes:
