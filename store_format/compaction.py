@@ -63,7 +63,7 @@ def _read_segments(store: Path, m: mf.Manifest) -> list[sg.SegmentReader]:
     """Verify every committed record (a rewrite re-signs what it copies), then map them."""
     readers, prev = [], 0
     for s in m.segments:
-        number = int(s.file[4:10])
+        number = sg.segment_number(s.file)
         prev = sg.verify_segment(store / s.file, s.records, payload_bytes=m.payload.bytes,
                                  prev_id=prev, expected_dim=m.dim,
                                  expected_number=number).last_id
@@ -159,7 +159,7 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
 
     # 2. segments, numbered past the largest in use, records with their new pointers.
     limit = sg.MAX_RECORDS
-    number = max((int(s.file[4:10]) for s in m.segments), default=0) + 1
+    number = max((sg.segment_number(s.file) for s in m.segments), default=0) + 1
     new_segments: list[mf.Segment] = []
     pending: list[np.ndarray] = []
     n_pending = 0
@@ -231,7 +231,7 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
     for s in new_segments:
         info = sg.verify_segment(store / s.file, s.records, payload_bytes=payload_bytes,
                                  prev_id=prev, expected_dim=m.dim,
-                                 expected_number=int(s.file[4:10]))
+                                 expected_number=sg.segment_number(s.file))
         prev = info.last_id
         ids.append(np.asarray(sg.SegmentReader(store / s.file, s.records).ids))
     got = np.concatenate(ids) if ids else np.zeros(0, np.uint64)

@@ -77,11 +77,11 @@ def migrate(store_dir, m: mf.Manifest, to_version: int) -> mf.Manifest:
     for s in m.segments:
         prev_id = sg.verify_segment(store / s.file, s.records, payload_bytes=m.payload.bytes,
                                     prev_id=prev_id, expected_dim=m.dim,
-                                    expected_number=int(s.file[4:10])).last_id
+                                    expected_number=sg.segment_number(s.file)).last_id
     todo = []
     try:
         for s in m.segments:
-            number = int(s.file[4:10])
+            number = sg.segment_number(s.file)
             src = sg.SegmentReader(store / s.file, s.records, expected_dim=m.dim,
                                    expected_number=number)
             if src.header.header_version != to_version:

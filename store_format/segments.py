@@ -37,6 +37,14 @@ _CRC_SCALAR_ROWS = 16  # up to this many rows, the byte loop per row is faster
 _NAME_RE = re.compile(r"^seg-(\d{6})\.dat$")
 
 
+def segment_number(name: str) -> int:
+    """NNNNNN of a manifest-validated `seg-NNNNNN.dat` name."""
+    m = _NAME_RE.match(name)
+    if m is None:
+        raise ValueError(f"not a segment file name: {name!r}")
+    return int(m.group(1))
+
+
 def segment_file_name(number: int) -> str:
     return f"seg-{number:06d}.dat"
 

@@ -63,7 +63,6 @@ def ingest(
     skip_invalid: bool = typer.Option(False, "--skip-invalid",
                                       help="Store the valid items and report each bad one, "
                                            "instead of rejecting the whole input."),
-    json: bool = typer.Option(True, "--json/--no-json", hidden=True),
 ) -> None:
     """Store input as episodic memories: embeddings, BM25 postings, temporal edges.
 

@@ -78,7 +78,6 @@ def recall(
     no_graph: bool = typer.Option(False, "--no-graph", help="Ablation: anchors only, no edges."),
     no_activation: bool = typer.Option(False, "--no-activation",
                                        help="Ablation: no spreading activation at all."),
-    json: bool = typer.Option(True, "--json/--no-json", hidden=True),
 ) -> None:
     """Recall memories by spreading activation through the memory graph; JSON on stdout.
 

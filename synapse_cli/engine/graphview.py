@@ -28,8 +28,6 @@ class RecallArrays:
     def n(self) -> int:
         return len(self.ids)
 
-    def live(self) -> np.ndarray:
-        return ~fl.is_tombstone(self.flags)
 
 
 def build(store: Store) -> RecallArrays:

@@ -38,7 +38,7 @@ class Store:
         self.manifest = manifest
         self.segments: list[sg.SegmentReader] = []
         for seg in manifest.segments:
-            number = int(seg.file[4:10])
+            number = sg.segment_number(seg.file)
             self.segments.append(sg.SegmentReader(self.path / seg.file, seg.records,
                                                   expected_dim=manifest.dim,
                                                   expected_number=number))
@@ -422,7 +422,7 @@ class StoreWriter(Store):
             self._seg_writer.close()
         # Numbers need not be consecutive after a compaction (FORMAT.md 14.2): continue past
         # the last one.
-        number = int(m.segments[-1].file[4:10]) + 1 if m.segments else 1
+        number = sg.segment_number(m.segments[-1].file) + 1 if m.segments else 1
         name = sg.segment_file_name(number)
         sg.create_segment(self.path / name, m.header_version, m.dim, number, overwrite=True)
         self._pending = dataclasses.replace(m, segments=list(m.segments) + [mf.Segment(name, 0)])
@@ -496,9 +496,4 @@ def _remove_uncommitted_files(path: Path, m: mf.Manifest) -> None:
         fsync_dir(path)
 
 
-def open_store(path, writable: bool = False, **kw) -> Store:
-    """Open for reading (no lock) or writing (lock, recovery)."""
-    return StoreWriter.open(path, **kw) if writable else Store.open(path)
-
-
-__all__ = ["Store", "StoreWriter", "NewMemory", "open_store", "InvalidRecord", "array_to_headers"]
+__all__ = ["Store", "StoreWriter", "NewMemory", "InvalidRecord", "array_to_headers"]

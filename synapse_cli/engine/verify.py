@@ -104,7 +104,7 @@ def _verify(store_dir) -> Report:
         try:
             info = sg.verify_segment(store / s.file, s.records, payload_bytes=m.payload.bytes,
                                      prev_id=prev_id, expected_dim=m.dim,
-                                     expected_number=int(s.file[4:10]))
+                                     expected_number=sg.segment_number(s.file))
         except StoreError as exc:
             report.problems.append(_problem(exc, s.file))
             segments_ok = False
