@@ -1,7 +1,7 @@
 """Compaction: rewrite a store without its tombstoned records (docs/FORMAT.md section 14.2).
 
 New files are written under names no manifest has named (segments numbered past the largest in
-use, `payload-G.log`, `edges-G.log`, `graph-G.csr`, `ingest-G.idx`, with G the generation of the
+use, `payload-G.log`, `edges-G.log`, `graph-G.csr`, `ingest-G.idx`, `spikes-G.log`, with G the generation of the
 committing manifest), `fsync`ed, read back and verified; one manifest replacement commits them;
 then the old files are deleted. A writer that opens the store deletes data files its manifest
 does not name (`engine.store._remove_uncommitted_files`), so a crash at any point leaves the
@@ -25,6 +25,7 @@ from . import graph_files as gf
 from . import ingest_index as ix
 from . import manifest as mf
 from . import segments as sg
+from . import spikes as sp
 from .errors import InvalidRecord, StoreError
 from .fileio import FILE_MODE, fsync_dir, fsync_fd, pwrite_all
 from .payload import PayloadReader, pack_entry, pack_file_header, verify_payload
@@ -221,12 +222,21 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
         _write_file(store / ingest_name, [ix._file_header(), entries.tobytes()])
         ingest = {"file": ingest_name, "entries": len(entries)}
 
+    # 5. spikes-G.log: the spikes readers use, of kept records (the log is bounded here too).
+    spikes = None
+    if m.spikes is not None:
+        entries = sp.latest(sp.read(store / m.spikes["file"], m.spikes["entries"]),
+                            keep=lambda rids: np.isin(rids, kept_ids))
+        spikes_name = mf.generation_name(mf.SPIKES_NAME, gen)
+        _write_file(store / spikes_name, [sp.fileheader.pack(sp.MAGIC), entries.tobytes()])
+        spikes = {"file": spikes_name, "entries": len(entries)}
+
     updates: dict = {}
     for rewrite in rewriters:
         updates.update(rewrite(store, m, kept_ids, gen))
     fsync_dir(store)
 
-    # 5. read everything back before committing.
+    # 6. read everything back before committing.
     ids, prev = [], 0
     for s in new_segments:
         info = sg.verify_segment(store / s.file, s.records, payload_bytes=payload_bytes,
@@ -246,11 +256,14 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
         raise InvalidRecord("compacted graph differs from the live graph", path=str(store))
     if ingest is not None:
         ix.read(store / ingest["file"], ingest["entries"])
+    if spikes is not None:
+        sp.read(store / spikes["file"], spikes["entries"])
 
     new = dataclasses.replace(
         m, generation=gen, segments=new_segments,
         payload=mf.PayloadRef(payload_name, payload_bytes),
-        graph=mf.GraphRef(csr_name, edges_name, 0), ingest=ingest, **updates)
+        graph=mf.GraphRef(csr_name, edges_name, 0), ingest=ingest, spikes=spikes,
+        **updates)
     mf.write_manifest(store, new)  # the commit point
 
     deleted = sorted(mf.named_files(m) - mf.named_files(new))

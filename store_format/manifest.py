@@ -45,6 +45,7 @@ EDGE_LOG_NAME = "edges.log"
 BM25_LOG_NAME = "bm25.log"
 BM25_VOCAB_NAME = "bm25.vocab"
 INGEST_NAME = "ingest.idx"
+SPIKES_NAME = "spikes.log"
 SEGMENT_RE = re.compile(r"seg-(\d{6})\.dat")
 
 
@@ -63,13 +64,14 @@ def _gen_re(base: str) -> re.Pattern:
 PAYLOAD_RE, CSR_RE, EDGE_LOG_RE = _gen_re(PAYLOAD_NAME), _gen_re(CSR_NAME), _gen_re(EDGE_LOG_NAME)
 BM25_LOG_RE, BM25_VOCAB_RE, INGEST_RE = (_gen_re(BM25_LOG_NAME), _gen_re(BM25_VOCAB_NAME),
                                          _gen_re(INGEST_NAME))
+SPIKES_RE = _gen_re(SPIKES_NAME)
 # Every data file a manifest can name; a writer deletes the ones its manifest does not (s. 14.2).
 DATA_FILE_RES = (SEGMENT_RE, PAYLOAD_RE, CSR_RE, EDGE_LOG_RE, BM25_LOG_RE, BM25_VOCAB_RE,
-                 INGEST_RE)
+                 INGEST_RE, SPIKES_RE)
 
 
 def named_files(m: "Manifest") -> set[str]:
-    """The files manifest `m` names (segments, payload, graph, BM25, ingest index)."""
+    """The files manifest `m` names (segments, payload, graph, BM25, ingest index, spikes)."""
     names = {s.file for s in m.segments} | {m.payload.file, m.graph.log}
     if m.graph.csr is not None:
         names.add(m.graph.csr)
@@ -77,6 +79,8 @@ def named_files(m: "Manifest") -> set[str]:
         names |= {m.bm25["log"], m.bm25["vocab"]}
     if m.ingest is not None:
         names.add(m.ingest["file"])
+    if m.spikes is not None:
+        names.add(m.spikes["file"])
     return names
 
 
@@ -124,6 +128,7 @@ class Manifest:
     migration: dict | None = None
     bm25: dict | None = None  # {"log", "log_bytes", "vocab", "vocab_bytes"} (section 11)
     ingest: dict | None = None  # {"file": "ingest.idx", "entries": n} (section 12)
+    spikes: dict | None = None  # {"file": "spikes.log", "entries": n} (section 15)
 
     @classmethod
     def new(cls, dim: int, embedder: str, header_version: int = 3) -> Manifest:
@@ -162,6 +167,8 @@ def _to_body(m: Manifest) -> dict[str, Any]:
         body["bm25"] = m.bm25
     if m.ingest is not None:
         body["ingest"] = m.ingest
+    if m.spikes is not None:
+        body["spikes"] = m.spikes
     if m.migration is not None:
         body["migration"] = m.migration
     return body
@@ -288,7 +295,7 @@ def _from_body(obj: Any, path: str) -> Manifest:
     c = _Checker(path)
     top = {"store_id", "generation", "header_version", "dim", "embedder", "next_record_id",
            "segments", "payload", "graph"}
-    obj = c.obj(obj, "manifest body", top, optional={"bm25", "migration", "ingest"})
+    obj = c.obj(obj, "manifest body", top, optional={"bm25", "migration", "ingest", "spikes"})
     store_id = c.string(obj["store_id"], "store_id")
     if not STORE_ID_RE.fullmatch(store_id):
         raise c.fail(f"store_id {store_id!r} is not 32 lowercase hex digits")
@@ -343,6 +350,12 @@ def _from_body(obj: Any, path: str) -> Manifest:
         ingest = {"file": c.name(i["file"], "ingest.file", INGEST_RE),
                   "entries": c.integer(i["entries"], "ingest.entries", 0, MAX_U64 // 64)}
 
+    spikes = None
+    if "spikes" in obj:
+        sp = c.obj(obj["spikes"], "spikes", {"file", "entries"})
+        spikes = {"file": c.name(sp["file"], "spikes.file", SPIKES_RE),
+                  "entries": c.integer(sp["entries"], "spikes.entries", 0, MAX_U64 // 64)}
+
     migration = None
     if "migration" in obj:
         mig = c.obj(obj["migration"], "migration", {"to", "files"})
@@ -359,7 +372,7 @@ def _from_body(obj: Any, path: str) -> Manifest:
         migration = {"to": mig["to"], "files": list(mig["files"])}
 
     return Manifest(store_id, generation, header_version, dim, embedder, next_record_id,
-                    segments, payload, graph, migration, bm25, ingest)
+                    segments, payload, graph, migration, bm25, ingest, spikes)
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -479,6 +492,8 @@ def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
 
     if m.ingest is not None:
         needed.append((m.ingest["file"], 16 + 40 * m.ingest["entries"]))
+    if m.spikes is not None:
+        needed.append((m.spikes["file"], 16 + 24 * m.spikes["entries"]))
     for name, committed in needed:
         p = store / name
         try:

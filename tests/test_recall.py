@@ -114,9 +114,12 @@ def test_reconsolidation_touch_and_no_touch(tmp_path):
     ids = [r["id"] for r in first["results"]]
     with Store.open(store) as s:
         assert [s.header(i).recall_count for i in ids] == [1, 1]
+        spikes = s.spike_entries()  # each touched record gets a recall spike (FORMAT.md 15)
+        assert sorted(spikes["record_id"].tolist()) == sorted(ids)
     run(store, "recall", "Berlin marathon", "--k", "2", "--no-touch")
     with Store.open(store) as s:
         assert [s.header(i).recall_count for i in ids] == [1, 1]
+        assert len(s.spike_entries()) == 2
     run(store, "inspect", "verify")
 
 

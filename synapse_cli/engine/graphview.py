@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from store_format import flags as fl
+from store_format import spikes as sp
 
 from .store import Store
 
@@ -21,8 +22,16 @@ class RecallArrays:
     indices: np.ndarray      # i32 [m], destination positions
     weights: np.ndarray      # f32 [m]
     types: np.ndarray        # u8 [m]
+    spikes: np.ndarray = field(default_factory=lambda: np.zeros(0, sp.ENTRY_DTYPE))  # the log
     # per-snapshot results recall reuses across queries (BM25 index, PageRank); filled lazily
     cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def spike_trains(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr int64[n+1], times_ms int64[m]) by record position: each record's timestamp,
+        then its logged spikes, ascending (store_format.spikes.trains)."""
+        if "spike_trains" not in self.cache:
+            self.cache["spike_trains"] = sp.trains(self.spikes, self.ids, self.timestamps)
+        return self.cache["spike_trains"]
 
     @property
     def n(self) -> int:
@@ -65,4 +74,4 @@ def build(store: Store) -> RecallArrays:
         weights = np.zeros(0, np.float32)
         types = np.zeros(0, np.uint8)
     return RecallArrays(ids, ts, flags, indptr, indices, np.ascontiguousarray(weights, np.float32),
-                        np.ascontiguousarray(types, np.uint8))
+                        np.ascontiguousarray(types, np.uint8), store.spike_entries())

@@ -62,13 +62,14 @@ class Recaller:
                 self.store.close()
                 self.store, self._arrays = Store.open(self.path), None
         if touch and result["results"]:
-            result["touched"] = self._touch([r["id"] for r in result["results"]])
+            result["touched"] = self._touch([r["id"] for r in result["results"]], now_ms)
         return result
 
-    def _touch(self, ids) -> bool:
+    def _touch(self, ids, now_ms: int | None = None) -> bool:
         try:
             with StoreWriter.open(self.path, lock_timeout=0) as w:
-                w.touch(ids)
+                w.touch(ids, now_ms)
+                w.commit()  # the recall spikes (FORMAT.md 15)
             return True
         except LockTimeout:
             return False  # a writer is busy: recall does not wait for it

@@ -15,7 +15,7 @@ import numpy as np
 
 from store_format import graph_files as gf
 from store_format import manifest as mf
-from store_format import migration, segments as sg
+from store_format import migration, segments as sg, spikes
 from store_format.errors import (ChecksumMismatch, CorruptStore, InvalidRecord, StoreError,
                                  StoreIOError, StoreNotFound)
 from store_format.fileio import DIR_MODE, fsync_dir
@@ -140,6 +140,13 @@ class Store:
         of that segment)."""
         return [s.headers for s in self.segments]
 
+    def spike_entries(self) -> np.ndarray:
+        """The committed spike log entries (FORMAT.md 15), checked; empty when there is none."""
+        if self.manifest.spikes is None:
+            return np.zeros(0, spikes.ENTRY_DTYPE)
+        return spikes.read(self.path / self.manifest.spikes["file"],
+                           self.manifest.spikes["entries"])
+
     # --- graph -------------------------------------------------------------------------------
 
     def graph(self) -> gf.CSRGraph:
@@ -158,6 +165,7 @@ class StoreWriter(Store):
         self._seg_writer: sg.SegmentWriter | None = None
         self._payload_writer: PayloadWriter | None = None
         self._edge_entries: list[np.ndarray] = []
+        self._spike_entries: list[np.ndarray] = []
         self._after_commit: list[tuple] = []  # in-place rewrites applied after the next commit
         self._pending = dataclasses.replace(manifest)
 
@@ -285,15 +293,25 @@ class StoreWriter(Store):
         finally:
             os.close(fd)
 
-    def touch(self, record_ids) -> None:
-        """Reconsolidation (seed 004): recall_count + 1 on each record, one fsync per segment."""
+    def add_spikes(self, record_ids, time_ms: int, kind: int = spikes.RECALL) -> None:
+        """Stage one spike per record for the spike log (FORMAT.md 15); written at commit."""
+        entries = spikes.make_entries(record_ids, time_ms, kind)
+        if len(entries):
+            self._spike_entries.append(entries)
+
+    def touch(self, record_ids, time_ms: int | None = None) -> None:
+        """Reconsolidation (seed 004): recall_count + 1 on each record, one fsync per segment,
+        and a recall spike staged for each (committed by the next `commit()`)."""
         by_segment: dict[int, list[int]] = {}
+        found = []
         for rid in record_ids:
             try:
                 seg, row = self.locate_checked(int(rid))  # never re-sign a damaged record
             except KeyError:
                 continue  # compacted away since the recall read it: nothing to count
             by_segment.setdefault(seg, []).append(row)
+            found.append(int(rid))
+        self.add_spikes(found, int(time.time() * 1000) if time_ms is None else time_ms)
         for seg, rows in by_segment.items():
             reader = self.segments[seg]
             version = reader.header.header_version
@@ -371,9 +389,15 @@ class StoreWriter(Store):
             n = log.append(m.graph.log_entries, entries)
             m = dataclasses.replace(m, graph=mf.GraphRef(m.graph.csr, m.graph.log, n))
             self._edge_entries = []
+        if self._spike_entries:
+            m = self._write_spikes(m, np.concatenate(self._spike_entries))
+            self._spike_entries = []
         m = m.next_generation()
         mf.write_manifest(self.path, m)
+        dropped = mf.named_files(self.manifest) - mf.named_files(m)  # e.g. a rewritten spike log
         self.manifest = self._pending = m
+        for name in dropped:
+            (self.path / name).unlink(missing_ok=True)
         deferred, self._after_commit = self._after_commit, []
         for rid, header, vector, pointer in deferred:
             self.rewrite(rid, header=header, vector=vector, _pointer=pointer)
@@ -400,6 +424,24 @@ class StoreWriter(Store):
         Store.__init__(self, self.path, self.manifest)
 
     # --- helpers -----------------------------------------------------------------------------
+
+    def _write_spikes(self, m: mf.Manifest, entries: np.ndarray) -> mf.Manifest:
+        """Append to the spike log; when most of it is spikes no reader uses any more, write
+        the ones it keeps to a new file instead, named with the coming generation (the old one
+        is deleted once it is no longer named, like a compacted file)."""
+        ref = m.spikes or {"file": mf.SPIKES_NAME, "entries": 0}
+        path = self.path / ref["file"]
+        if m.spikes is None:
+            spikes.create(path)
+        n = spikes.append(path, ref["entries"], entries)
+        ref = {"file": ref["file"], "entries": n}
+        if n > 4096:
+            kept = spikes.latest(spikes.read(path, n))
+            if spikes.needs_rewrite(n, len(kept)):
+                name = mf.generation_name(mf.SPIKES_NAME, m.generation + 1)
+                spikes.write(self.path / name, kept)
+                ref = {"file": name, "entries": len(kept)}
+        return dataclasses.replace(m, spikes=ref)
 
     def _payloads(self) -> PayloadWriter:
         if self._payload_writer is None:
