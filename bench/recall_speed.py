@@ -170,7 +170,7 @@ class StageTimer:
         for mod, name, key in ((R, "_scan", "scan"), (R, "_bm25", "bm25"),
                                (A, "activate", "activation"), (R, "rank", "rank")):
             self._wrap(mod, name, key)
-        self._wrap(store, "body", "bodies")
+        self._wrap(store, "bodies", "bodies")
 
     def _wrap(self, obj, name, key):
         orig = getattr(obj, name)
@@ -193,7 +193,7 @@ class StageTimer:
                 delattr(obj, name)  # instance attribute shadowing the method
 
 
-def measure(path: Path, n: int, n_queries: int, embedder) -> dict:
+def measure(path: Path, n: int, n_queries: int, embedder, mode_names) -> dict:
     import dataclasses
 
     from synapse_cli.engine import graphview
@@ -234,7 +234,7 @@ def measure(path: Path, n: int, n_queries: int, embedder) -> dict:
         out["per_snapshot_first_query"] = first
 
         modes = {}
-        for mode in ("synapse", "vector", "bm25", "hybrid"):
+        for mode in mode_names:
             cfg = RecallConfig(mode=mode)
             if mode in ("bm25", "hybrid") and store.manifest.bm25 is None:
                 continue
@@ -292,9 +292,10 @@ t = time.perf_counter(); import numba; out["import_numba_s"] = time.perf_counter
 def run(name, fn):
     t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
 def hs():
-    from synapse_cli.kernels.header_scan import scan, top_k
+    from synapse_cli.kernels.header_scan import scan
+    from synapse_cli.kernels.ranking import top_k
     r = np.zeros((4, 64 + 384 + 24), np.uint8); q = np.zeros(384, np.float32)
-    sim = scan(r, 3, 384, q, 0)[0]; top_k(sim, 2)
+    sim = scan(r, 3, 384, q, 0)[0]; top_k(sim, 2, -np.inf)
 def act():
     from synapse_cli.kernels.activation import activate
     indptr = np.array([0, 1, 2], np.int64); ind = np.array([1, 0], np.int32)
@@ -396,6 +397,12 @@ def main():
     ap.add_argument("--bm25-max", type=int, default=10**9,
                     help="skip BM25 postings for stores larger than this")
     ap.add_argument("--keep", default=None, help="build the stores here and keep them")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --keep: measure a store already built there instead of rebuilding")
+    ap.add_argument("--modes", default=None,
+                    help="comma-separated recall modes to time (default: every mode of recall.MODES)")
+    ap.add_argument("--skip-compile", action="store_true", help="do not measure numba compile times")
+    ap.add_argument("--skip-cold", action="store_true", help="do not measure cold CLI recall")
     args = ap.parse_args()
     sizes = [int(x) for x in args.records.split(",")]
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="synapse-speed-"))
@@ -409,8 +416,12 @@ def main():
               "disk_free_gb_at_start": round(free_gb, 1),
               "omp_wait_policy": None, "loadavg_1m_at_start": round(os.getloadavg()[0], 2),
               "sizes": {}}
-    log("kernel compile times ...")
-    result["kernels"] = compile_times()
+    from synapse_cli.engine.recall import MODES
+
+    modes = args.modes.split(",") if args.modes else list(MODES)
+    if not args.skip_compile:
+        log("kernel compile times ...")
+        result["kernels"] = compile_times()
     a = time.perf_counter()
     embedder = get_embedder()
     embedder.encode(["warm up"])
@@ -418,21 +429,25 @@ def main():
     try:
         for n in sizes:
             path = base / f"store-{n}"
-            if path.exists():
-                shutil.rmtree(path)
             with_bm25 = n <= args.bm25_max
-            log(f"building {n} records (bm25={with_bm25}) ...")
-            entry = {"build": build(path, n, seed=n, with_bm25=with_bm25), "bm25": with_bm25}
-            log(f"  {entry['build']}")
+            if args.reuse and args.keep and (path / "MANIFEST").exists():
+                entry = {"build": "reused", "bm25": with_bm25}
+            else:
+                if path.exists():
+                    shutil.rmtree(path)
+                log(f"building {n} records (bm25={with_bm25}) ...")
+                entry = {"build": build(path, n, seed=n, with_bm25=with_bm25), "bm25": with_bm25}
+                log(f"  {entry['build']}")
             log(f"measuring {n} ...")
-            entry.update(measure(path, n, args.queries, embedder))
+            entry.update(measure(path, n, args.queries, embedder, modes))
             entry["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
             result["sizes"][str(n)] = entry
             log(json.dumps(entry["warm_recall"]))
-        small = base / f"store-{min(sizes)}"
-        log(f"cold CLI on {small} ...")
-        result["cold_cli"] = cold_cli(small)
-        result["cold_cli"]["store_records"] = min(sizes)
+        if not args.skip_cold:
+            small = base / f"store-{min(sizes)}"
+            log(f"cold CLI on {small} ...")
+            result["cold_cli"] = cold_cli(small)
+            result["cold_cli"]["store_records"] = min(sizes)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

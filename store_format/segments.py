@@ -236,10 +236,12 @@ def _stored_crc(raw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(raw[:, -4:]).view("<u4")[:, 0]
 
 
-def _first_fault(raw: np.ndarray, version: int, dim: int, prev_id: int,
+def _first_fault(raw: np.ndarray, version: int, dim: int, prev_id,
                  payload_bytes: int | None) -> tuple[int, int, type, str] | None:
     """First bad record of uint8 (n, stride): (index, offset in record, error class, message).
 
+    `prev_id` is the id before the first row (the rows are consecutive records), or an array
+    with the id before each row (rows picked from anywhere in a segment).
     Within a record the CRC is checked first (a record that fails it is reported at its own
     offset), then header fields, then the id, then the payload pointer.
     """
@@ -251,9 +253,12 @@ def _first_fault(raw: np.ndarray, version: int, dim: int, prev_id: int,
     crc_bad = _crc_rows(raw) != _stored_crc(raw)
     header_fault = hdr.header_faults(rec, version)
     ids = rec["record_id"]
-    prev = np.empty(n, dtype=np.uint64)
-    prev[0] = prev_id
-    prev[1:] = ids[:-1]
+    if np.ndim(prev_id):
+        prev = np.asarray(prev_id, np.uint64)
+    else:
+        prev = np.empty(n, dtype=np.uint64)
+        prev[0] = prev_id
+        prev[1:] = ids[:-1]
     id_bad = ids <= prev  # also catches 0, since prev >= 0
     if payload_bytes is None:
         ptr_bad = np.zeros(n, dtype=bool)
@@ -461,8 +466,10 @@ class SegmentReader:
         try:
             if self.n:
                 with os.fdopen(os.dup(fd), "rb") as f:
-                    self.records = np.memmap(f, dtype=dtype, mode="r",
-                                             offset=FILE_HEADER_BYTES, shape=(self.n,))
+                    # a plain ndarray view of the map: np.memmap's subclass hooks cost more
+                    # than the work on each small slice recall takes of it
+                    self.records = np.memmap(f, dtype=dtype, mode="r", offset=FILE_HEADER_BYTES,
+                                             shape=(self.n,)).view(np.ndarray)
             else:
                 self.records = np.zeros(0, dtype=dtype)
         except OSError as exc:
@@ -482,6 +489,17 @@ class SegmentReader:
 
     def header_at(self, index: int) -> hdr.Header:
         return hdr.array_to_headers(self.headers[index:index + 1])[0]
+
+    def check_rows(self, rows: np.ndarray, prev_ids: np.ndarray,
+                   payload_bytes: int | None = None) -> None:
+        """`check` for arbitrary rows (ascending), `prev_ids` the id before each of them."""
+        h = self.header
+        fault = _first_fault(self.raw[rows], h.header_version, h.dim, prev_ids, payload_bytes)
+        if fault is not None:
+            i, off, cls, msg = fault
+            row = int(rows[i])
+            raise cls(f"record {row}: {msg}", path=self.path,
+                      offset=h.record_offset(row) + off)
 
     def check(self, start: int = 0, stop: int | None = None, prev_id: int = 0,
               payload_bytes: int | None = None) -> None:

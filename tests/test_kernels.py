@@ -9,7 +9,7 @@ from synapse_cli.engine.scoring import DAY_MS, FLAG_PINNED, FLAG_RESOLVED, FLAG_
 from synapse_cli.kernels import reference as ref
 
 _t0 = time.perf_counter()
-from synapse_cli.kernels import activation, header_scan, pagerank  # noqa: E402  (eager compile)
+from synapse_cli.kernels import activation, header_scan, pagerank, ranking  # noqa: E402
 
 IMPORT_SECONDS = time.perf_counter() - _t0  # compile, or load from numba's cache
 
@@ -57,13 +57,14 @@ def make_records(rng, n, version, dim):
     return rec
 
 
-def run_scan(fn, rec, version, dim, q, **kw):
+def run_scan(fn, rec, version, dim, q, inv_norm=None, inv_norm_ready=False, **kw):
     n = rec.shape[0]
     outs = [np.full(n, 7.0, np.float32) for _ in range(3)]
     args = dict(now_ms=NOW, type_mask=0b1111, t_min=0, t_max=2**62, tag_query=0)
     args.update(kw)
+    inv_norm = np.full(n, 7.0, np.float32) if inv_norm is None else inv_norm
     cnt = fn(rec, version, dim, q, args["now_ms"], args["type_mask"], args["t_min"],
-             args["t_max"], np.uint64(args["tag_query"]), *outs)
+             args["t_max"], np.uint64(args["tag_query"]), *outs, inv_norm, inv_norm_ready)
     return (cnt, *outs)
 
 
@@ -91,6 +92,13 @@ def test_scan_scores_matches_reference(version, dim):
         np.testing.assert_allclose(got[1][live], want[1][live], rtol=2e-5, atol=2e-6)
         np.testing.assert_array_equal(got[2], want[2])  # decay: bit-exact float32
         np.testing.assert_array_equal(got[3], want[3])
+        # the norms a filtered first query computed serve an unfiltered second one
+        norms = np.zeros(len(rec), np.float32)
+        run_scan(header_scan.scan_scores, rec, version, dim, q, inv_norm=norms, **kw)
+        again = run_scan(header_scan.scan_scores, rec, version, dim, q, inv_norm=norms,
+                         inv_norm_ready=True)
+        np.testing.assert_array_equal(again[1], run_scan(header_scan.scan_scores, rec, version,
+                                                         dim, q)[1])
     # sanity of the live set in the unfiltered case
     cnt, sim, dec, _ = run_scan(header_scan.scan_scores, rec, version, dim, q)
     assert cnt == int(((rec[:, 31] & FLAG_TOMBSTONE) == 0).sum())
@@ -173,17 +181,39 @@ def test_scan_scores_on_store_format_records(version):
         assert imp[i] == np.float32(h.importance)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [0, 1, 10, 1000])
-def test_top_k_matches_reference(n):
+def test_top_k_matches_reference(n, dtype):
     rng = np.random.default_rng(n)
-    s = np.round(rng.normal(size=n), 1).astype(np.float32)  # many ties
+    s = np.round(rng.normal(size=n), 1).astype(dtype)  # many ties
     s[rng.random(n) < 0.1] = -np.inf
     s[rng.random(n) < 0.05] = np.nan
     s[rng.random(n) < 0.02] = np.inf
-    for k in (0, 1, 5, n // 2, n, n + 3):
-        got = header_scan.top_k(s, k)
-        np.testing.assert_array_equal(got, ref.top_k(s, k))
-    assert header_scan.top_k(np.array([1, 2, 2, 0], np.float32), 3).tolist() == [1, 2, 0]
+    for floor in (-np.inf, 0.0):
+        for k in (0, 1, 5, n // 2, n, n + 3):
+            got = ranking.top_k(s, k, floor)
+            np.testing.assert_array_equal(got, ref.top_k(s, k, floor))
+    assert ranking.top_k(np.array([1, 2, 2, 0], dtype), 3, -np.inf).tolist() == [1, 2, 0]
+    assert ranking.top_k(np.array([1, 2, 2, 0], dtype), 9, 0.0).tolist() == [1, 2, 0]
+
+
+@pytest.mark.parametrize("minmax", [True, False])
+@pytest.mark.parametrize("use_decay", [True, False])
+def test_fused_scores_match_reference(minmax, use_decay):
+    rng = np.random.default_rng(int(minmax) * 2 + int(use_decay))
+    n = 2000
+    f32 = lambda x: np.ascontiguousarray(x, np.float32)  # noqa: E731
+    sim = f32(rng.uniform(-0.3, 0.9, n))
+    sim[rng.random(n) < 0.2] = -np.inf  # filtered out by the scan
+    act, pr, dec = f32(rng.random(n)), f32(rng.random(n)), f32(rng.random(n))
+    imp = f32(rng.uniform(0, 15, n))
+    bm25 = np.where(rng.random(n) < 0.3, rng.uniform(0, 12, n), 0.0)
+    args = (sim, act, pr, bm25, dec, imp, 0.5, 0.4, 0.1, 0.3, 0.05, minmax, use_decay)
+    got, want = np.empty(n), np.empty(n)
+    ranking.fused_scores(*args, got)
+    ref.fused_scores(*args, want)
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    np.testing.assert_allclose(got[np.isfinite(want)], want[np.isfinite(want)], rtol=1e-12)
 
 
 # ---------------------------------------------------------------- graphs
@@ -307,3 +337,24 @@ def test_pagerank_hand_values():
     np.testing.assert_allclose(r, [y, x, x], atol=1e-5)
     with pytest.raises(ValueError):
         pagerank.pagerank(np.array([0, 1]), np.array([0]), np.array([-1.0]))
+
+
+def test_compiled_crc32c_equals_the_python_loop():
+    """kernels.crc hands store_format compiled CRCs (accelerate); both must agree exactly."""
+    from store_format import crc32c as py
+    from synapse_cli.kernels import crc
+
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, 256, (40, 472), dtype=np.uint8)
+    assert py._fast_one is crc.crc32c_fast  # installed by importing any kernel module
+    fast = [py.crc32c(r.tobytes()) for r in rows], py.crc32c_rows(rows[:, ::2])
+    saved = py._fast_one, py._fast_rows
+    py.accelerate(None, None)
+    try:
+        slow = [py.crc32c(r.tobytes()) for r in rows], py.crc32c_rows(rows[:, ::2])
+        assert py.crc32c(b"123456789") == 0xE3069283
+    finally:
+        py.accelerate(*saved)
+    assert fast[0] == slow[0]
+    np.testing.assert_array_equal(fast[1], slow[1])
+    assert py.crc32c(b"123456789" * 3) == py.crc32c(b"123456789" * 2, py.crc32c(b"123456789"))

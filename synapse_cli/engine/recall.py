@@ -114,17 +114,31 @@ class Signals:
     anchors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
-def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int):
+def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int,
+          cache: dict | None = None):
+    """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned
+    or filtered out. `cache` (RecallArrays.cache) keeps each segment's int8 vector norms from
+    the first query of a snapshot, so later scans make one pass over each vector, not two (a
+    vector rewritten in place after that, e.g. a semantic node's EMA update, keeps its old norm
+    until the next snapshot, like the graph and BM25 do)."""
     from ..kernels.header_scan import scan
 
     type_mask = 0b1111
     if cfg.types:
         type_mask = sum(TYPE_BITS[t] for t in cfg.types)
     tag_query = encode_tags(cfg.tags) if cfg.tags else 0
-    parts = [scan(s.raw, s.header.header_version, s.header.dim, query_vec, now_ms,
-                  type_mask=type_mask, t_min=cfg.since_ms or 0,
-                  t_max=cfg.until_ms if cfg.until_ms is not None else 2**63 - 1,
-                  tag_query=tag_query)[:3] for s in store.segments if s.n]
+    norms = {} if cache is None else cache.setdefault("inv_norms", {})
+    parts = []
+    for k, s in enumerate(store.segments):
+        if not s.n:
+            continue
+        ready = k in norms
+        inv = norms[k] if ready else np.empty(s.n, np.float32)
+        parts.append(scan(s.raw, s.header.header_version, s.header.dim, query_vec, now_ms,
+                          type_mask=type_mask, t_min=cfg.since_ms or 0,
+                          t_max=cfg.until_ms if cfg.until_ms is not None else 2**63 - 1,
+                          tag_query=tag_query, inv_norm=inv, inv_norm_ready=ready)[:3])
+        norms[k] = inv
     if not parts:
         z = np.zeros(0, np.float32)
         return z, z, z
@@ -153,16 +167,25 @@ def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
 def _bm25(store: Store, query: str, ids: np.ndarray, passed: np.ndarray,
           cache: dict | None = None) -> np.ndarray:
     """BM25 score per record position (0 for records without postings or filtered out)."""
-    out = np.zeros(len(ids), np.float64)
     if store.manifest.bm25 is None:
-        return out
-    index = _bm25_index(store, {} if cache is None else cache, ids, passed)
-    rids, scores = index.scores(query)
-    pos = np.searchsorted(ids, rids)
-    ok = (pos < len(ids))
-    ok[ok] = ids[pos[ok]] == rids[ok]
-    out[pos[ok]] = scores[ok]
-    out[~passed] = 0.0
+        return np.zeros(len(ids), np.float64)
+    cache = {} if cache is None else cache
+    index = _bm25_index(store, cache, ids, passed)
+    docs, scores = index.scores(query, live_only=False)  # dead documents score 0
+    if "bm25_pos" not in cache:  # document -> record position, once per snapshot
+        pos = np.searchsorted(ids, docs)
+        ok = pos < len(ids)
+        ok[ok] = ids[pos[ok]] == docs[ok]
+        same = len(docs) == len(ids) and bool(ok.all())  # usual: every record indexed
+        cache["bm25_pos"] = None if same else (pos[ok], ok)
+    where = cache["bm25_pos"]
+    if where is None:
+        out = scores
+    else:
+        out = np.zeros(len(ids), np.float64)
+        out[where[0]] = scores[where[1]]
+    if not passed.all():
+        out[~passed] = 0.0
     return out
 
 
@@ -178,25 +201,17 @@ def _rrf(rankings: list[np.ndarray], n: int, k: int) -> np.ndarray:
     return score
 
 
-def _top(scores: np.ndarray, valid: np.ndarray, k: int) -> np.ndarray:
-    cand = np.nonzero(valid)[0]
-    if len(cand) == 0:
-        return cand
-    s = scores[cand]
-    if 0 < k < len(cand):
-        # keep the k best and everything tied with the k-th, then sort only those: the same
-        # result as sorting every candidate, without an O(n log n) sort per query
-        kth = np.partition(s, len(s) - k)[len(s) - k]
-        if not np.isnan(kth):
-            keep = s >= kth
-            cand, s = cand[keep], s[keep]
-    order = np.lexsort((cand, -s))  # score desc, then lower position
-    return cand[order[:k]]
+def _top(scores: np.ndarray, k: int, floor: float = -np.inf) -> np.ndarray:
+    """Positions of the k best scores above `floor`, best first, ties to the lower position
+    (-inf marks records the scan filtered out)."""
+    from ..kernels.ranking import top_k
+
+    return top_k(scores, k, floor)
 
 
 def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                     query_vec: np.ndarray, cfg: RecallConfig, now_ms: int) -> Signals:
-    sim, dec, imp = _scan(store, query_vec, cfg, now_ms)
+    sim, dec, imp = _scan(store, query_vec, cfg, now_ms, arrays.cache)
     passed = np.isfinite(sim)
     bm25 = (_bm25(store, query, arrays.ids, passed, arrays.cache) if cfg.mode != "vector"
             else np.zeros(len(sim)))
@@ -206,8 +221,8 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
     pred = None
     anchors = np.zeros(0, np.int64)
     if cfg.mode == "synapse" and n:
-        dense_top = _top(sim, passed, cfg.anchors_k)
-        lex_top = _top(bm25, passed & (bm25 > 0), cfg.anchors_k)
+        dense_top = _top(sim, cfg.anchors_k)
+        lex_top = _top(bm25, cfg.anchors_k, 0.0)  # zero where the scan filtered a record
         anchors = np.union1d(dense_top, lex_top)
         anchors = anchors[sim[anchors] >= cfg.anchor_min_sim]
         if cfg.activation:
@@ -221,7 +236,9 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                 weights, types = np.zeros(0, np.float32), np.zeros(0, np.uint8)
             anchor_sims = np.maximum(sim[anchors], 0)
             if cfg.anchor_energy == "fused":
-                anchor_sims = 0.5 * (anchor_sims + _norm(bm25)[anchors])
+                top_bm25 = float(bm25.max())
+                lexical = bm25[anchors] / top_bm25 if top_bm25 > 0 else 0.0
+                anchor_sims = 0.5 * (anchor_sims + lexical)
             anchor_sims = anchor_sims.astype(np.float32)
             act, pred = activate(indptr, indices, weights, types, arrays.timestamps,
                                  anchors.astype(np.int32), anchor_sims, alpha=cfg.alpha, S=cfg.S,
@@ -229,7 +246,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                                  M=cfg.M, gamma=cfg.gamma, theta=cfg.theta, T=cfg.T,
                                  use_fan=cfg.fan, use_inhibition=cfg.inhibition,
                                  frontier_only=True, validate=False)
-            act = np.where(passed, act, 0).astype(np.float32)
+            act[~passed] = 0
         if cfg.graph and len(arrays.indices):
             pr = arrays.cache.get("pagerank")
             if pr is None:  # a property of the graph, not of the query: once per snapshot
@@ -242,27 +259,23 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
 
 def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
     """(positions of the top k, their scores) for the configured mode."""
-    passed = np.isfinite(sig.sim)
-    sim = np.where(passed, sig.sim, -1.0).astype(np.float64)
+    floor = -np.inf
     if cfg.mode == "vector":
-        score = sim
+        score = sig.sim
     elif cfg.mode == "bm25":
-        score = sig.bm25
-        passed = passed & (sig.bm25 > 0)
+        score, floor = sig.bm25, 0.0
     elif cfg.mode == "hybrid":
-        dense = _top(sim, passed, 1000)
-        lex = _top(sig.bm25, passed & (sig.bm25 > 0), 1000)
-        score = _rrf([dense, lex], len(sim), cfg.rrf_k)
-        passed = passed & (score > 0)
+        dense = _top(sig.sim, 1000)
+        lex = _top(sig.bm25, 1000, 0.0)
+        score, floor = _rrf([dense, lex], len(sig.sim), cfg.rrf_k), 0.0
     else:
-        decay = sig.decay if cfg.decay else np.ones_like(sig.decay)
-        if cfg.fusion == "minmax" and passed.any():
-            lo, hi = float(sim[passed].min()), float(sim[passed].max())
-            sim = (sim - lo) / (hi - lo) if hi > lo else np.zeros_like(sim)
-        score = (cfg.lambda_sim * sim + cfg.lambda_act * sig.activation
-                 + cfg.lambda_pr * sig.pagerank + cfg.lambda_bm25 * _norm(sig.bm25)
-                 + cfg.lambda_decay * decay * np.minimum(sig.importance, 10.0) / 10.0)
-    top = _top(score, passed, cfg.k)
+        from ..kernels.ranking import fused_scores
+
+        score = np.empty(len(sig.sim), np.float64)
+        fused_scores(sig.sim, sig.activation, sig.pagerank, sig.bm25, sig.decay, sig.importance,
+                     cfg.lambda_sim, cfg.lambda_act, cfg.lambda_pr, cfg.lambda_bm25,
+                     cfg.lambda_decay, cfg.fusion == "minmax", cfg.decay, score)
+    top = _top(score, cfg.k, floor)
     return top, score[top]
 
 
@@ -294,9 +307,9 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     rejected = len(top) == 0 or (cfg.gate and cfg.mode == "synapse" and confidence < cfg.tau_gate)
     results = []
     if not rejected:
-        for pos, score in zip(top.tolist(), scores.tolist()):
+        bodies = store.bodies(arrays.ids[top])
+        for pos, score, body in zip(top.tolist(), scores.tolist(), bodies):
             rid = int(arrays.ids[pos])
-            body = store.body(rid)
             r = {
                 "id": rid, "text": body.get("text"), "score": round(float(score), 6),
                 "signals": {"semantic": round(float(sig.sim[pos]), 6),

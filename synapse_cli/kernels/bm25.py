@@ -1,4 +1,4 @@
-"""numba kernels for the BM25 index: query scoring over CSR postings, and CRC32C of blocks.
+"""numba kernels for the BM25 index: query scoring over CSR postings.
 
 The arrays come from ``synapse_cli.models.bm25``, which validates every id and offset read from
 disk before they reach these functions (numba does no bounds checks).
@@ -8,28 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from store_format.crc32c import _TABLE_NP
-
-_CRC_TABLE = _TABLE_NP.copy()
-
-
-@njit(cache=True)
-def crc32c_span(buf, start, end, table):
-    """CRC32C of ``buf[start:end]`` (uint8 array); equals ``store_format.crc32c.crc32c``.
-
-    The pure-Python CRC runs at a few MB/s; a 100k-document log is tens of MB and is checked on
-    every open, so it is computed here.
-    """
-    c = np.uint32(0xFFFFFFFF)
-    for i in range(start, end):
-        c = table[(c ^ buf[i]) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
-    return c ^ np.uint32(0xFFFFFFFF)
-
-
-def crc32c_fast(data) -> int:
-    """CRC32C of a bytes-like object through the numba kernel."""
-    buf = np.frombuffer(data, dtype=np.uint8)
-    return int(crc32c_span(buf, 0, buf.shape[0], _CRC_TABLE))
+from .crc import TABLE as _CRC_TABLE, crc32c_fast, crc32c_span  # noqa: F401 (used by models.bm25)
 
 
 @njit(cache=True)

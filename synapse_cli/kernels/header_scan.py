@@ -1,9 +1,8 @@
-"""Header scan over raw segment records, and a top-k selector.
+"""Header scan over raw segment records.
 
 ``scan_scores`` reads the seed-004 header fields straight from the record bytes of a segment
 (FORMAT.md 3-4: record = header(32/48/64 B) + int8 vector + 24 B trailer), applies the filters,
-and computes cosine similarity and effective decay.  Both kernels are compiled eagerly for one
-signature each; input arrays are typed ``readonly`` so np.memmap(mode="r") views are accepted
+and computes cosine similarity and effective decay.  Compiled eagerly for one signature; input arrays are typed ``readonly`` so np.memmap(mode="r") views are accepted
 (writable arrays are accepted too).  Anything else (wrong dtype, non-contiguous) is a TypeError.
 """
 from __future__ import annotations
@@ -44,14 +43,15 @@ def _le(rec, i, off, nbytes):
 @njit(
     types.int64(
         _U8_2D_RO, types.int64, types.int64, _F32_1D_RO, types.int64, types.int64,
-        types.int64, types.int64, types.uint64, _F32_1D, _F32_1D, _F32_1D,
+        types.int64, types.int64, types.uint64, _F32_1D, _F32_1D, _F32_1D, _F32_1D,
+        types.boolean,
     ),
     cache=True,
     parallel=True,
     fastmath={"reassoc", "contract", "nsz"},  # lets the int8 dot product vectorise; no nnan/ninf
 )
 def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t_max,
-                tag_query, out_sim, out_decay, out_importance):
+                tag_query, out_sim, out_decay, out_importance, inv_norm, inv_norm_ready):
     """Filter records and score them by cosine similarity and effective decay.
 
     Parameters
@@ -73,6 +73,10 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
         Keep records with t_min <= timestamp_ms <= t_max.
     tag_query : uint64
         Keep records whose synaptic_tags contain it ((tags & q) == q); 0 keeps all.
+    inv_norm : float32[n]
+        1 / ||q|| of each record's int8 vector (0 for a zero vector). Read when
+        `inv_norm_ready`, else computed for every record and written: a caller that keeps the
+        array between queries saves one of the two passes over each vector.
     out_sim, out_decay, out_importance : float32[n]
         Written for every record.  Tombstoned or filtered records get sim = -inf, decay = 0,
         importance = 0.  Decay follows seed 004 (see synapse_cli.engine.scoring.effective_decay).
@@ -94,11 +98,18 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
         raise ValueError("header_version must be 1, 2 or 3")
     if dim < 0 or hb + dim > stride or query.shape[0] != dim:
         raise ValueError("dim does not fit the record stride or the query")
-    if out_sim.shape[0] != n or out_decay.shape[0] != n or out_importance.shape[0] != n:
+    if (out_sim.shape[0] != n or out_decay.shape[0] != n or out_importance.shape[0] != n
+            or inv_norm.shape[0] != n):
         raise ValueError("output arrays must have one entry per record")
     rec8 = records.view(np.int8)
     passed = np.zeros(n, np.uint8)
     for i in prange(n):
+        row = rec8[i, hb:hb + dim]
+        if not inv_norm_ready:  # every record, so that the array is complete for later queries
+            sq = np.int32(0)
+            for k in range(dim):
+                sq += np.int32(row[k]) * np.int32(row[k])
+            inv_norm[i] = np.float32(1.0 / np.sqrt(np.float64(sq))) if sq > 0 else np.float32(0)
         out_sim[i] = -np.inf
         out_decay[i] = 0.0
         out_importance[i] = 0.0
@@ -113,19 +124,12 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
         tags = _le(records, i, 8, 8)
         if (tags & tag_query) != tag_query:
             continue
-        # cosine and ||q|| in the same pass over the record (two loops over one row slice:
-        # fused, the float and int reductions do not vectorise; split, they run 5x faster)
-        row = rec8[i, hb:hb + dim]
+        # the norm loop above and this one are kept apart: fused, the float and the int
+        # reduction do not vectorise; split, they run 5x faster
         acc = np.float32(0.0)
         for k in range(dim):
             acc += np.float32(row[k]) * query[k]
-        sq = np.int32(0)
-        for k in range(dim):
-            sq += np.int32(row[k]) * np.int32(row[k])
-        if sq > 0:
-            out_sim[i] = acc / np.float32(np.sqrt(np.float64(sq)))
-        else:
-            out_sim[i] = 0.0
+        out_sim[i] = acc * inv_norm[i]
         out_importance[i] = records[i, 20:24].view(np.float32)[0]
         # effective decay (seed 004)
         if flags & FLAG_PINNED:
@@ -151,82 +155,18 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
     return passed.sum()
 
 
-@njit(types.bool_(types.float32, types.int64, types.float32, types.int64), cache=True)
-def _worse(sa, ia, sb, ib):
-    return sa < sb or (sa == sb and ia > ib)
-
-
-@njit(types.void(_F32_1D_RO, _I64_1D, types.int64, types.int64), cache=True)
-def _sift_down(scores, heap, size, pos):
-    while True:
-        c = 2 * pos + 1
-        if c >= size:
-            return
-        if c + 1 < size and _worse(scores[heap[c + 1]], heap[c + 1], scores[heap[c]], heap[c]):
-            c += 1
-        if _worse(scores[heap[c]], heap[c], scores[heap[pos]], heap[pos]):
-            heap[c], heap[pos] = heap[pos], heap[c]
-            pos = c
-        else:
-            return
-
-
-@njit(_I64_1D(_F32_1D_RO, types.int64), cache=True)
-def top_k(scores, k):
-    """Indices of the k best scores, best first; ties broken by the lower index.
-
-    Parameters
-    ----------
-    scores : float32[n]
-        -inf and NaN mark excluded entries and are never returned.
-    k : int
-        Wanted count (>= 0).
-
-    Returns
-    -------
-    int64[min(k, number of valid scores)]
-    """
-    n = scores.shape[0]
-    if k < 0:
-        raise ValueError("k must be >= 0")
-    cap = min(k, n)
-    heap = np.empty(cap, np.int64)  # min-heap: root is the worst kept entry
-    size = 0
-    for i in range(n):
-        s = scores[i]
-        if np.isnan(s) or s == -np.inf or cap == 0:
-            continue
-        if size < cap:
-            heap[size] = i
-            pos = size
-            size += 1
-            while pos > 0:  # sift up
-                p = (pos - 1) // 2
-                if _worse(scores[heap[pos]], heap[pos], scores[heap[p]], heap[p]):
-                    heap[pos], heap[p] = heap[p], heap[pos]
-                    pos = p
-                else:
-                    break
-        elif _worse(scores[heap[0]], heap[0], s, i):
-            heap[0] = i
-            _sift_down(scores, heap, size, 0)
-    out = np.empty(size, np.int64)
-    for r in range(size - 1, -1, -1):  # pop worst first, fill from the back
-        out[r] = heap[0]
-        heap[0] = heap[r]
-        _sift_down(scores, heap, r, 0)
-    return out
-
-
 def scan(records, header_version, dim, query, now_ms, *, type_mask=0b1111, t_min=0,
-         t_max=2**63 - 1, tag_query=0):
-    """Allocating wrapper of ``scan_scores``: returns (sim, decay, importance, n_passed)."""
+         t_max=2**63 - 1, tag_query=0, inv_norm=None, inv_norm_ready=False):
+    """Allocating wrapper of ``scan_scores``: returns (sim, decay, importance, n_passed).
+    Pass the same `inv_norm` array (float32[n]) on later calls with `inv_norm_ready=True`."""
     n = records.shape[0]
+    if inv_norm is None:
+        inv_norm, inv_norm_ready = np.empty(n, np.float32), False
     sim = np.empty(n, np.float32)
     dec = np.empty(n, np.float32)
     imp = np.empty(n, np.float32)
     cnt = scan_scores(records, int(header_version), int(dim),
                       np.ascontiguousarray(query, np.float32), int(now_ms), int(type_mask),
                       int(t_min), int(t_max), np.uint64(int(tag_query) & (2**64 - 1)),
-                      sim, dec, imp)
+                      sim, dec, imp, inv_norm, bool(inv_norm_ready))
     return sim, dec, imp, int(cnt)

@@ -23,8 +23,9 @@ def _field(records, off, dtype):
 
 
 def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t_max,
-                tag_query, out_sim, out_decay, out_importance):
-    """Reference for header_scan.scan_scores."""
+                tag_query, out_sim, out_decay, out_importance, inv_norm=None,
+                inv_norm_ready=False):
+    """Reference for header_scan.scan_scores (the norms are always computed here)."""
     hb = HEADER_BYTES[header_version]
     ts = _field(records, 0, "<i8")
     tags = _field(records, 8, "<u8")
@@ -38,8 +39,11 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
     keep &= (tags & np.uint64(tag_query)) == np.uint64(tag_query)
     vec = records[:, hb:hb + dim].view(np.int8).astype(np.float32)
     dot = vec @ np.asarray(query, np.float32)
-    norm = np.sqrt((vec.astype(np.int64) ** 2).sum(axis=1).astype(np.float64)).astype(np.float32)
-    sim = np.where(norm > 0, dot / np.where(norm > 0, norm, 1), 0).astype(np.float32)
+    sq = (vec.astype(np.int64) ** 2).sum(axis=1).astype(np.float64)
+    inv = np.where(sq > 0, 1.0 / np.sqrt(np.where(sq > 0, sq, 1)), 0).astype(np.float32)
+    sim = (dot * inv).astype(np.float32)
+    if inv_norm is not None:
+        inv_norm[:] = inv
     dec = effective_decay_array(now_ms - ts, recall, arousal, flags)
     out_sim[:] = np.where(keep, sim, -np.inf)
     out_decay[:] = np.where(keep, dec, 0)
@@ -47,12 +51,29 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
     return int(keep.sum())
 
 
-def top_k(scores, k):
-    """Reference for header_scan.top_k."""
-    scores = np.asarray(scores, np.float32)
-    idx = np.flatnonzero(~np.isnan(scores) & (scores != -np.inf))
+def top_k(scores, k, floor=-np.inf):
+    """Reference for ranking.top_k."""
+    scores = np.asarray(scores)
+    idx = np.flatnonzero(scores > floor)
     order = np.lexsort((idx, -scores[idx].astype(np.float64)))
     return idx[order[:k]].astype(np.int64)
+
+
+def fused_scores(sim, act, pr, bm25, decay, importance, lam_sim, lam_act, lam_pr, lam_bm25,
+                 lam_decay, minmax, use_decay, out):
+    """Reference for ranking.fused_scores."""
+    s = np.asarray(sim, np.float64)
+    ok = np.isfinite(s)
+    if minmax and ok.any():
+        lo, hi = s[ok].min(), s[ok].max()
+        s = (s - lo) / (hi - lo) if hi > lo else np.zeros_like(s)
+    top = max(float(np.max(bm25, initial=0.0)), 0.0)
+    b = bm25 / top if top > 0 else np.zeros_like(bm25)
+    d = np.asarray(decay, np.float64) if use_decay else np.ones(len(s))
+    imp = np.minimum(np.asarray(importance, np.float64), 10.0) / 10.0
+    score = (lam_sim * s + lam_act * np.asarray(act, np.float64)
+             + lam_pr * np.asarray(pr, np.float64) + lam_bm25 * b + lam_decay * d * imp)
+    out[:] = np.where(ok, score, -np.inf)
 
 
 def _edge_weights(indptr, indices, weights, edge_type, timestamps_ms, rho):

@@ -505,15 +505,16 @@ class BM25Index:
     def __len__(self) -> int:
         return int(self._live_stats()[0].sum())
 
-    def scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+    def scores(self, query: str, live_only: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """BM25 score of every live document for `query`.
 
         Returns
         -------
         record_ids : numpy.ndarray of uint64
-            Live record ids, increasing.
+            Live record ids, increasing (every indexed id when not `live_only`).
         scores : numpy.ndarray of float64
-            rank-bm25's ``get_scores`` over the live corpus in the same order.
+            rank-bm25's ``get_scores`` over the live corpus in the same order (0 for the
+            documents that are not live, when not `live_only`).
         """
         if self._append_only:
             raise RuntimeError("this BM25Index was opened append_only; reopen it to score")
@@ -526,6 +527,8 @@ class BM25Index:
         if len(q_terms):
             _kernels().bm25_accumulate(indptr, csr_doc, csr_tf, q_terms, q_weights, doc_norm, live,
                             self.k1, out)
+        if not live_only:
+            return rec, out
         return rec[live], out[live]
 
     def top_k(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
