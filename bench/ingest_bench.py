@@ -4,8 +4,9 @@
 
 Prints one JSON object:
 - batch: the five LoCoMo dev conversations ingested through the engine (embedding, BM25,
-  edges, fsync, commit) in turns/s, and sentence-transformers' own batch encoding of the same
-  texts ("speaker: text", what ingest embeds) in the same run (texts/s);
+  edges, fsync, commit) into a new store in turns/s, and sentence-transformers' own batch
+  encoding of the same texts ("speaker: text", what ingest embeds) in texts/s, in interleaved
+  rounds of the same run (ratio = synapse / sentence-transformers, per round and median);
 - cold: a 10,000-record store (the LoCoMo turns plus synthetic variants), then 7 fresh
   `synapse ingest` processes of one item and 7 fresh `synapse recall --no-touch` processes
   (median wall time), next to `python -c pass` and `synapse --version` in the same run.
@@ -58,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved batch rounds")
     args = ap.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
     items = locomo_items(Path(args.data))
@@ -65,26 +67,30 @@ def main() -> None:
     out: dict = {"benchmark": "ingest", "turns": len(items), "cpus": os.cpu_count()}
 
     embedder = get_embedder()
+    from synapse_cli.models.embedder import SentenceTransformerEmbedder
+
+    st = SentenceTransformerEmbedder()
+    st.encode(texts[:32])  # warm up (model load is not part of the throughput)
+    embedder.encode(texts[:32])
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "st"
-        t = time.perf_counter()
-        with StoreWriter.open(store, create=True) as w:
-            r = ingest(w, items, embedder, IngestConfig())
-        batch_s = time.perf_counter() - t
-        out["batch"] = {"synapse_ingest_turns_per_s": round(len(items) / batch_s, 1),
-                        "synapse_ingest_s": round(batch_s, 2), "stored": r.counts()["stored"]}
-        print(f"ingest {batch_s:.1f}s", file=sys.stderr)
-
-        from synapse_cli.models.embedder import SentenceTransformerEmbedder
-
-        st = SentenceTransformerEmbedder()
-        st.encode(texts[:32])  # warm up (model load is not part of the throughput)
-        t = time.perf_counter()
-        st.encode(texts)
-        st_s = time.perf_counter() - t
-        out["batch"]["sentence_transformers_texts_per_s"] = round(len(texts) / st_s, 1)
-        out["batch"]["ratio"] = round(st_s / batch_s, 2)
-        print(f"sentence-transformers {st_s:.1f}s", file=sys.stderr)
+        # Interleaved rounds, so that the other jobs on a shared machine weigh on both alike.
+        rounds = []
+        for k in range(args.rounds):
+            t = time.perf_counter()
+            st.encode(texts)
+            st_s = time.perf_counter() - t
+            store = Path(tmp) / f"st{k}"
+            t = time.perf_counter()
+            with StoreWriter.open(store, create=True) as w:
+                r = ingest(w, items, embedder, IngestConfig())
+            batch_s = time.perf_counter() - t
+            rounds.append({"synapse_ingest_turns_per_s": round(len(items) / batch_s, 1),
+                           "sentence_transformers_texts_per_s": round(len(texts) / st_s, 1),
+                           "ratio": round(st_s / batch_s, 3),
+                           "loadavg_1m": round(os.getloadavg()[0], 2)})
+            print(f"round {k}: {rounds[-1]}", file=sys.stderr)
+        out["batch"] = {"rounds": rounds, "stored": r.counts()["stored"],
+                        "ratio_median": round(statistics.median(x["ratio"] for x in rounds), 3)}
 
         # Grow to 10,000 records with variants of the turns (new MD5s, same text statistics).
         need = 10_000 - r.counts()["stored"]
