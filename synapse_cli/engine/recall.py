@@ -27,7 +27,7 @@ from store_format.tags import encode_tags
 from . import graphview
 from .store import Store
 
-MODES = ("synapse", "vector", "bm25", "hybrid")
+MODES = ("synapse", "vector", "bm25", "hybrid", "ecphory")
 TYPE_BITS = {"working": 1, "episodic": 2, "semantic": 4, "procedural": 8}
 
 
@@ -84,6 +84,16 @@ class RecallConfig:
     # says "no record" when no anchor passed anchor_min_sim, i.e. nothing stored is related.
     tau_gate: float = 0.05
     rrf_k: int = 60
+    # ecphory mode (seed 002 Algorithm 1 and Table 5; engine/ecphory.py)
+    k_init: int = 10             # engrams nearest the cue (S_0)
+    hops: int = 2                # D: centroid hops
+    expansion: int = 3           # engrams searched per hop: expansion x k_init
+    centroid_seeds: int = 10     # engrams of S_all whose weighted centroid is the next query
+    k_final: int = 10            # engrams kept after re-ranking by cosine to the cue
+    direct_chunks: int = 5       # chunks nearest the cue added to the engrams' source chunks
+    chunk_rank: str = "rrf"      # order of those chunks: rrf, engram or cosine
+    cues: str = "rules"          # cue extractor: rules, or model (the local llama.cpp model)
+    cue_model: str | None = None  # GGUF for cues = "model" (None: the extractor's default)
     # ablations (seed 000 Table 3); with beta = 0, inhibition=False changes nothing
     inhibition: bool = True
     fan: bool = True
@@ -293,11 +303,17 @@ def explain_path(pos: int, sig: Signals, ids: np.ndarray) -> list[int]:
 
 
 def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
-           arrays: graphview.RecallArrays | None = None, now_ms: int | None = None) -> dict:
-    """Answer one query; returns the JSON-ready result (see README "recall output")."""
+           arrays: graphview.RecallArrays | None = None, now_ms: int | None = None,
+           embed=None) -> dict:
+    """Answer one query; returns the JSON-ready result (see README "recall output").
+    `embed(texts)`: the store's embedder, for modes that embed more than the query (ecphory)."""
     t0 = time.perf_counter()
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     arrays = arrays if arrays is not None else graphview.build(store)
+    if cfg.mode == "ecphory":  # seed 002: cue-driven centroid spreading (engine/ecphory.py)
+        from . import ecphory
+
+        return ecphory.recall(store, query, query_vec, cfg, arrays, now_ms, embed)
     sig = compute_signals(store, arrays, query, query_vec, cfg, now_ms)
     top, scores = rank(sig, cfg)
     if cfg.mode == "synapse" and cfg.activation:

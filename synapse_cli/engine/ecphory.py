@@ -1,0 +1,256 @@
+"""`recall --mode ecphory`: cue-driven centroid spreading over engrams (seed 002, Algorithm 1).
+
+The store already holds seed 002's bipartite entity-chunk graph: consolidation turns every
+entity into a semantic node (an engram) with text "name [TYPE] type [DESC] desc" (eq. 1) and links
+it to the episodes (chunks, for documents) it came from by ABSTRACTION edges, the provenance
+edges. Per query:
+ 1. cue extraction (models/cues.py: rules, or the local model) and its embedding v_c;
+ 2. S_0 = the k_init engrams nearest v_c;
+ 3. D times: the `centroid_seeds` engrams of S_all nearest v_c, their centroid weighted by
+    softmax(v_e . v_c) (eq. 2), and the expansion x k_init engrams nearest that centroid that are
+    not yet in S_all join it (eq. 3, lines 6-10);
+ 4. S_all re-ranked by cosine to the cue, the k_final best kept (lines 13-16);
+ 5. the chunks of those engrams through the provenance edges, plus the direct_chunks chunks
+    nearest v_c (line 17).
+Results: the chunks (ranked, see `rank_chunks`), then the k_final engrams, at most k in all, in
+the JSON shape of the default mode. A store without semantic nodes (never consolidated, or
+filtered out by --type) still answers: by direct chunk search with the cue, and says so in
+`fallback`. Engram vectors are the stored int8 vectors normalised, kept per snapshot.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from store_format import flags as fl
+from store_format import graph_files as gf
+
+FALLBACK_NOTE = ("no semantic nodes to search (run `synapse consolidate`, or widen --type): "
+                 "direct chunk search with the cue only")
+
+
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest finite scores, best first, ties to the lower index."""
+    ok = np.flatnonzero(np.isfinite(scores))
+    if k <= 0 or not len(ok):
+        return np.zeros(0, np.int64)
+    s = scores[ok]
+    if k < len(ok):
+        kth = np.partition(s, len(s) - k)[len(s) - k]
+        keep = s >= kth  # everything tied with the k-th, so ties resolve by index below
+        ok, s = ok[keep], s[keep]
+    return ok[np.lexsort((ok, -s))][:k].astype(np.int64)
+
+
+def engram_matrix(store, arrays) -> tuple[np.ndarray, np.ndarray]:
+    """(record positions of the semantic nodes, their unit vectors float32 [m, dim]), built once
+    per snapshot (arrays.cache)."""
+    hit = arrays.cache.get("ecphory_engrams")
+    if hit is None:
+        pos, vecs, base = [], [], 0
+        for seg in store.segments:
+            if seg.n:
+                f = np.asarray(seg.headers["flags"])
+                rows = np.flatnonzero(fl.memory_type_code(f) == fl.MemoryType.SEMANTIC)
+                pos.append(base + rows)
+                vecs.append(np.asarray(seg.vectors[rows], np.float32))
+            base += seg.n
+        dim = store.manifest.dim
+        pos = np.concatenate(pos).astype(np.int64) if pos else np.zeros(0, np.int64)
+        vecs = np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = np.ascontiguousarray(vecs / np.maximum(norms, 1e-12), np.float32)
+        hit = arrays.cache["ecphory_engrams"] = (pos, vecs)
+    return hit
+
+
+def centroid_spread(vecs: np.ndarray, live: np.ndarray, cue_vec: np.ndarray, k_init: int,
+                    hops: int, expansion: int, n_seeds: int):
+    """Algorithm 1, lines 3-16, over engram rows.
+
+    vecs : float32 [m, d] unit engram vectors; live : bool [m], engrams allowed (filters,
+    tombstones); cue_vec : float32 [d] unit cue vector.
+    Returns (sims float32 [m], cue cosine of each engram (-inf where not live); S_all as rows in
+    order of arrival; hop int [len(S_all)], 0 = direct cue hit, t = found from the t-th centroid;
+    trace, per hop the seed rows, their weights and the new rows).
+    """
+    sims = vecs @ cue_vec
+    sims[~live] = -np.inf
+    s_all = list(_top(sims, k_init))
+    hop = [0] * len(s_all)
+    trace = []
+    for t in range(1, hops + 1):
+        if not s_all:
+            break
+        members = np.asarray(s_all, np.int64)
+        seeds = members[_top(sims[members], n_seeds)]
+        w = np.exp(sims[seeds].astype(np.float64))  # eq. 2: softmax of v_e . v_c
+        w /= w.sum()
+        centroid = (w[:, None] * vecs[seeds]).sum(axis=0).astype(np.float32)
+        near = vecs @ centroid
+        near[~live] = -np.inf
+        known = set(s_all)
+        new = [int(r) for r in _top(near, expansion * k_init) if int(r) not in known]
+        s_all += new
+        hop += [t] * len(new)
+        trace.append({"hop": t, "seeds": seeds.tolist(), "weights": w.tolist(), "new": new})
+    return sims, s_all, hop, trace
+
+
+def provenance(arrays, engram_pos: int, chunk_ok: np.ndarray) -> np.ndarray:
+    """Chunk positions an engram came from: its ABSTRACTION out-edges to non-semantic records
+    that pass the filters."""
+    a, b = int(arrays.indptr[engram_pos]), int(arrays.indptr[engram_pos + 1])
+    dst = arrays.indices[a:b].astype(np.int64)
+    dst = dst[arrays.types[a:b] == gf.ABSTRACTION]
+    return dst[chunk_ok[dst]]
+
+
+def rank_chunks(via_engram: dict, direct: list, chunk_sim: np.ndarray, how: str,
+                rrf_k: int) -> list:
+    """Order C_final (the seed hands it to the LLM as a set, so the order is ours).
+
+    via_engram: chunk position -> rank (0 = best) of the best final engram leading to it;
+    direct: the direct-search chunk positions, best first.
+    "rrf": reciprocal-rank fusion of the two rankings; "engram": the provenance chunks in the
+    order of their engrams, then the direct ones; "cosine": every chunk of C_final by its own
+    cosine to the cue.
+    """
+    chunks = list(dict.fromkeys(list(via_engram) + list(direct)))
+    if how == "cosine":
+        key = {c: -float(chunk_sim[c]) for c in chunks}
+    elif how == "engram":
+        key = {c: (via_engram[c] if c in via_engram else len(via_engram) + direct.index(c))
+               for c in chunks}
+    else:
+        d_rank = {c: r for r, c in enumerate(direct)}
+        score = {}
+        for c in chunks:
+            s = 0.0
+            if c in via_engram:
+                s += 1.0 / (rrf_k + 1 + via_engram[c])
+            if c in d_rank:
+                s += 1.0 / (rrf_k + 1 + d_rank[c])
+            score[c] = s
+        key = {c: -score[c] for c in chunks}
+    return sorted(chunks, key=lambda c: (key[c], c))
+
+
+_EMBEDDERS: dict = {}
+
+
+def _embed(store, embed, text: str) -> np.ndarray:
+    """The cue's vector from `embed`, else from the default embedder (loaded once per process),
+    which must be the one the store was built with."""
+    if embed is None:
+        from ..models.embedder import get_embedder
+
+        embedder = _EMBEDDERS.get("default")
+        if embedder is None:
+            embedder = _EMBEDDERS["default"] = get_embedder()
+        m = store.manifest
+        if (m.embedder, m.dim) != (embedder.name, embedder.dim):
+            from .config import ConfigError
+
+            raise ConfigError(f"store {store.path} was built with {m.embedder} (dim {m.dim}); "
+                              "ecphory embeds its cues with the default embedder "
+                              f"{embedder.name}", usage=True)
+        embed = embedder.encode
+    return np.asarray(embed([text])[0], np.float32)
+
+
+def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
+           embed=None) -> dict:
+    """Answer one query in ecphory mode; the JSON-ready result of recall.recall's shape, plus
+    `cues`, `cue_extractor` and, on a store without engrams, `fallback`.
+
+    `embed(texts) -> float32 [n, dim]` embeds the cue (the store's embedder); None loads the
+    default embedder once per process (only when the cue differs from the query)."""
+    from ..models.cues import cue_text, extract_cues
+    from .recall import _scan
+
+    t0 = time.perf_counter()
+    cues, used, note = extract_cues(query, cfg.cues, cfg.cue_model or None)
+    cue = cue_text(cues, query)
+    cue_ms = (time.perf_counter() - t0) * 1000
+    cue_vec = np.asarray(query_vec if cue == query else _embed(store, embed, cue), np.float32)
+    cue_vec = cue_vec / max(float(np.linalg.norm(cue_vec)), 1e-12)
+
+    # Cosine of every record to the cue, filters and tombstones applied (-inf), and the decay
+    # for the signals block (as the default mode reports it).
+    sim, decay, _ = _scan(store, cue_vec, cfg, now_ms, arrays.cache)
+    dormant = getattr(arrays, "dormant", None)
+    if dormant is not None and dormant.any():  # archived nodes (FORMAT.md 16), as in recall
+        sim[dormant] = -np.inf
+    passed = np.isfinite(sim)
+    semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
+    chunk_ok = passed & ~semantic
+    pos, vecs = engram_matrix(store, arrays)
+    live = passed[pos]
+    chunk_sim = np.where(chunk_ok, sim, -np.inf).astype(np.float32)
+    direct = [int(c) for c in _top(chunk_sim, cfg.direct_chunks if live.any() else cfg.k)]
+
+    final_rows, hop_of, trace = [], {}, []
+    engram_sims = np.zeros(0, np.float32)
+    via: dict[int, int] = {}        # chunk position -> rank of the best final engram leading to it
+    via_row: dict[int, int] = {}    # chunk position -> that engram's row
+    if live.any():
+        engram_sims, s_all, hops, trace = centroid_spread(
+            vecs, live, cue_vec, cfg.k_init, cfg.hops, cfg.expansion, cfg.centroid_seeds)
+        hop_of = dict(zip(s_all, hops))
+        members = np.asarray(s_all, np.int64)
+        final_rows = [int(r) for r in members[_top(engram_sims[members], cfg.k_final)]]
+        for rank, row in enumerate(final_rows):
+            for c in provenance(arrays, int(pos[row]), chunk_ok).tolist():
+                if c not in via:
+                    via[c], via_row[c] = rank, row
+    chunks = rank_chunks(via, direct, chunk_sim, cfg.chunk_rank, cfg.rrf_k)
+
+    # Results: the chunks, then the engrams, each scored by its cosine to the cue.
+    entries = [(c, float(chunk_sim[c]), None) for c in chunks]
+    entries += [(int(pos[r]), float(engram_sims[r]), r) for r in final_rows]
+    entries = entries[:cfg.k]
+    confidence = max((max(s, 0.0) for _, s, _ in entries), default=0.0)
+    # Like the default mode's gate: "no record" when nothing is as close to the cue as an
+    # anchor must be to the query.
+    rejected = not entries or (cfg.gate and confidence < cfg.anchor_min_sim)
+    ids = arrays.ids
+    results = []
+    if not rejected:
+        bodies = [store.body(int(ids[p])) for p, _, _ in entries]
+        for (p, score, row), body in zip(entries, bodies):
+            r = {"id": int(ids[p]), "text": body.get("text"), "score": round(score, 6),
+                 "signals": {"semantic": round(float(sim[p]), 6), "bm25": 0.0,
+                             "activation": 0.0, "pagerank": 0.0,
+                             "decay": round(float(decay[p]), 6)},
+                 "timestamp": int(arrays.timestamps[p]),
+                 "type": fl.memory_type(int(arrays.flags[p])).name.lower(),
+                 "speaker": body.get("speaker"), "session": body.get("session")}
+            for extra in ("source", "dia_id"):
+                if body.get(extra) is not None:
+                    r[extra] = body[extra]
+            if cfg.explain:
+                if row is not None:  # an engram: the hop of the centroid search that found it
+                    r["path"], r["hop"] = [int(ids[p])], hop_of[row]
+                elif p in via_row:  # a chunk reached through an engram's provenance edge
+                    e = via_row[p]
+                    r["path"], r["hop"] = [int(ids[pos[e]]), int(ids[p])], hop_of[e]
+                else:  # a chunk from the direct search
+                    r["path"], r["hop"] = [int(ids[p])], None
+            results.append(r)
+    out = {"query": query, "mode": "ecphory", "rejected": bool(rejected),
+           "confidence": round(confidence, 6), "results": results,
+           "cues": cues, "cue_extractor": used, "cue_ms": round(cue_ms, 3)}
+    if note:
+        out["cue_note"] = note
+    if not live.any():
+        out["fallback"] = FALLBACK_NOTE
+    if cfg.explain:  # the centroid hops: which engrams made each centroid, what it found
+        out["hops"] = [{"hop": h["hop"],
+                        "seeds": ids[pos[np.asarray(h["seeds"], np.int64)]].tolist(),
+                        "weights": [round(x, 6) for x in h["weights"]],
+                        "found": ids[pos[np.asarray(h["new"], np.int64)]].tolist()}
+                       for h in trace]
+    out["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+    return out
