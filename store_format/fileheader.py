@@ -3,8 +3,8 @@
     magic (8 bytes ASCII) | format version u16 | reserved u16 = 0 | CRC32C of bytes 0..12, u32
 
 Checked in this order: length, magic, CRC, version, reserved. The CRC comes before the version
-so that a damaged version field reads as damage (offset 12), and only an intact header with a
-newer version as "unsupported version".
+so that a damaged version field reads as damage (reported at offset 0, the header as a whole,
+as for segment headers), and only an intact header with a newer version as "unsupported".
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def check(buf: bytes, magic: bytes, path, what: str, version: int = 1) -> None:
     if m != magic:
         raise BadMagic(f"not a {what} (magic {m!r}, expected {magic!r})", path, 0)
     if crc32c(bytes(buf[:12])) != stored:
-        raise ChecksumMismatch(f"{what}: file header CRC32C does not match", path, 12)
+        raise ChecksumMismatch(f"{what}: file header CRC32C does not match", path, 0)
     if ver != version:
         raise UnsupportedVersion(f"{what}: format version {ver}, this code reads {version}",
                                  path, 8)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import fileio
+from . import fileheader, fileio
 from .crc32c import _POLY, crc32c, crc32c_rows
 from .errors import (
     BadMagic,
@@ -95,23 +95,11 @@ def _entry_problem(entry, crc: int) -> str:
 
 
 def _file_header(magic: bytes) -> bytes:
-    head = struct.pack("<8sHH", magic, FORMAT_VERSION, 0)
-    return head + struct.pack("<I", crc32c(head))
+    return fileheader.pack(magic, FORMAT_VERSION)
 
 
 def _check_file_header(head: bytes, magic: bytes, path: str) -> None:
-    """Validate a 16-byte file header (magic, version, reserved, CRC32C of bytes 0..12)."""
-    if len(head) < 16:
-        raise Truncated(f"file is {len(head)} bytes, shorter than its 16-byte header", path, len(head))
-    m, version, reserved, stored = struct.unpack_from("<8sHHI", head)
-    if m != magic:
-        raise BadMagic(f"magic is {m!r}, expected {magic!r}", path, 0)
-    if version != FORMAT_VERSION:
-        raise UnsupportedVersion(f"format version {version}, this code reads {FORMAT_VERSION}", path, 8)
-    if crc32c(head[:12]) != stored:
-        raise ChecksumMismatch("file header CRC32C does not match", path, 0)
-    if reserved:
-        raise InvalidRecord("file header reserved field is not zero", path, 10)
+    fileheader.check(head, magic, path, "edge log", FORMAT_VERSION)
 
 
 class EdgeLog:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import fileio
-from .crc32c import crc32c, crc32c_rows
-from .errors import BadMagic, ChecksumMismatch, InvalidRecord, Truncated, UnsupportedVersion
+from . import fileheader, fileio
+from .crc32c import crc32c_rows
+from .errors import ChecksumMismatch, InvalidRecord, Truncated
 
 NAME = "ingest.idx"
 MAGIC = b"SYNINGST"
@@ -35,8 +35,7 @@ def session_key(session: str | None, source: str | None) -> int:
 
 
 def _file_header() -> bytes:
-    head = MAGIC + VERSION.to_bytes(2, "little") + b"\0\0"
-    return head + crc32c(head).to_bytes(4, "little")
+    return fileheader.pack(MAGIC, VERSION)
 
 
 def make_entries(md5s: list[bytes], record_ids, sessions) -> np.ndarray:
@@ -58,17 +57,9 @@ def read(path, entries: int) -> np.ndarray:
     path = str(path)
     fd = fileio.open_for_read(path)
     try:
-        head = os.pread(fd, HEADER_SIZE, 0)
+        fileheader.check(os.pread(fd, HEADER_SIZE, 0), MAGIC, path, "ingest index", VERSION)
         size = os.fstat(fd).st_size
         end = HEADER_SIZE + 40 * entries
-        if len(head) < HEADER_SIZE:
-            raise Truncated("shorter than its file header", path, 0)
-        if head[:8] != MAGIC:
-            raise BadMagic("not an ingest index (bad magic)", path, 0)
-        if int.from_bytes(head[8:10], "little") != VERSION:
-            raise UnsupportedVersion("unsupported ingest index version", path, 8)
-        if crc32c(head[:12]) != int.from_bytes(head[12:16], "little"):
-            raise ChecksumMismatch("file header CRC mismatch", path, 12)
         if size < end:
             raise Truncated(f"{size} bytes, {entries} committed entries need {end}", path, size)
         data = os.pread(fd, end - HEADER_SIZE, HEADER_SIZE) if entries else b""

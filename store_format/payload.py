@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from . import fileheader
 from .crc32c import crc32c
-from .errors import BadMagic, ChecksumMismatch, InvalidRecord, StoreIOError, Truncated, \
-    UnsupportedVersion
+from .errors import ChecksumMismatch, InvalidRecord, StoreIOError, Truncated
 from .fileio import FILE_MODE, fsync_dir, fsync_fd, pwrite_all, truncate
 
 MAGIC = b"SYNPAYLD"
@@ -28,24 +28,11 @@ FILE_NAME = "payload.log"
 
 
 def pack_file_header() -> bytes:
-    head = MAGIC + FORMAT_VERSION.to_bytes(2, "little") + bytes(2)
-    return head + crc32c(head).to_bytes(4, "little")
+    return fileheader.pack(MAGIC, FORMAT_VERSION)
 
 
 def check_file_header(buf: bytes, path: str | None = None) -> None:
-    """Validate the 16-byte file header: magic, CRC (reported at 0), version, reserved."""
-    if len(buf) < FILE_HEADER_BYTES:
-        raise Truncated("payload log shorter than its file header", path=path, offset=len(buf))
-    buf = bytes(buf[:FILE_HEADER_BYTES])
-    if buf[:8] != MAGIC:
-        raise BadMagic("not a synapse payload log (bad magic)", path=path, offset=0)
-    if crc32c(buf[:12]) != int.from_bytes(buf[12:16], "little"):
-        raise ChecksumMismatch("payload log file header CRC mismatch", path=path, offset=0)
-    version = int.from_bytes(buf[8:10], "little")
-    if version != FORMAT_VERSION:
-        raise UnsupportedVersion(f"payload format version {version}", path=path, offset=8)
-    if buf[10:12] != bytes(2):
-        raise InvalidRecord("reserved bytes are not zero", path=path, offset=10)
+    fileheader.check(bytes(buf[:FILE_HEADER_BYTES]), MAGIC, path, "payload log", FORMAT_VERSION)
 
 
 def encode_body(body: dict) -> bytes:

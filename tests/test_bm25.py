@@ -20,9 +20,7 @@ if str(REPO) not in sys.path:  # allow plain `pytest` before the package is inst
 
 from store_format.crc32c import crc32c  # noqa: E402
 from store_format.errors import CorruptStore, InvalidRecord, Truncated, UnsafeStore  # noqa: E402
-from synapse_cli.kernels.bm25 import (  # noqa: E402
-    _CRC_TABLE, bm25_accumulate, crc32c_fast, crc32c_span, postings_csr,
-)
+from synapse_cli.kernels.bm25 import bm25_accumulate, postings_csr  # noqa: E402
 from synapse_cli.kernels.bm25_reference import bm25_scores_reference, postings_csr_reference  # noqa: E402
 from synapse_cli.models.bm25 import BM25Index  # noqa: E402
 from synapse_cli.models.tokenize import tokenize  # noqa: E402
@@ -275,16 +273,6 @@ def test_hostile_counts_do_not_allocate(tmp_path, name, counts):
 
 
 # --------------------------------------------------------------------------- kernels
-
-
-def test_crc_kernel_matches_store_format():
-    rng = np.random.default_rng(1)
-    for n in (0, 1, 9, 1000):
-        data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-        assert crc32c_fast(data) == crc32c(data)
-    assert crc32c_fast(b"123456789") == 0xE3069283
-    buf = np.frombuffer(b"xx123456789yy", dtype=np.uint8)
-    assert crc32c_span(buf, 2, 11, _CRC_TABLE) == 0xE3069283
 
 
 @pytest.mark.parametrize("seed", range(5))

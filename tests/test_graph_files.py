@@ -196,13 +196,17 @@ def test_bad_log_entry(tmp_path, bad, kind):
     assert len(EdgeLog(p).read(1)) == 1  # the committed prefix before it is still readable
 
 
-@pytest.mark.parametrize("offset, kind, at", [
-    (0, errors.BadMagic, 0), (8, errors.UnsupportedVersion, 8), (10, errors.ChecksumMismatch, 0),
-    (12, errors.ChecksumMismatch, 0),
+@pytest.mark.parametrize("offset, resign, kind, at", [
+    (0, False, errors.BadMagic, 0), (8, False, errors.ChecksumMismatch, 0),
+    (8, True, errors.UnsupportedVersion, 8), (10, False, errors.ChecksumMismatch, 0),
+    (10, True, errors.InvalidRecord, 10), (12, False, errors.ChecksumMismatch, 0),
 ])
-def test_bad_log_header(tmp_path, offset, kind, at):
+def test_bad_log_header(tmp_path, offset, resign, kind, at):
+    """A changed version or reserved field is damage unless the header CRC was re-signed."""
     data = bytearray(LOG_HEADER + ENTRY_5_9)
     data[offset] ^= 1
+    if resign:
+        data[12:16] = crc32c(bytes(data[:12])).to_bytes(4, "little")
     p = tmp_path / "edges.log"
     p.write_bytes(bytes(data))
     with pytest.raises(kind) as exc:

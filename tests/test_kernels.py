@@ -358,3 +358,5 @@ def test_compiled_crc32c_equals_the_python_loop():
     assert fast[0] == slow[0]
     np.testing.assert_array_equal(fast[1], slow[1])
     assert py.crc32c(b"123456789" * 3) == py.crc32c(b"123456789" * 2, py.crc32c(b"123456789"))
+    buf = np.frombuffer(b"xx123456789yy", dtype=np.uint8)
+    assert crc.crc32c_span(buf, 2, 11, crc.TABLE) == 0xE3069283

@@ -47,22 +47,31 @@ def recall(
     query: Optional[str] = typer.Argument(None, help="The query; '-' or none reads NDJSON "
                                                      "({\"query\": ...}) or lines from stdin."),
     mode: Optional[str] = typer.Option(None, "--mode", "-m",
-                                       metavar="synapse|vector|bm25|hybrid|ecphory",
+                                       metavar="synapse|vector|bm25|hybrid|ecphory|synaptic",
                                        help="synapse: spreading activation (default); "
                                             "ecphory: cue-driven centroid spreading over "
                                             "semantic nodes, returning their source chunks "
-                                            "(seed 002); the others are baselines. Config: "
+                                            "(seed 002); synaptic: spike-train temporal "
+                                            "association, stimulus propagation and leaky "
+                                            "integrate-and-fire (seed 001); the others are "
+                                            "baselines. Config: "
                                             "recall.mode."),
     k: Optional[int] = typer.Option(None, "--k", "-k",
                                     help="How many memories to return (default 30; config: "
                                          "recall.k)."),
     explain: bool = typer.Option(False, "--explain",
                                  help="Add the path by which activation reached each result "
-                                      "(ecphory: the engram and centroid hop behind each)."),
+                                      "(ecphory: the engram and centroid hop behind each; "
+                                      "synaptic: the stimulus path from the query)."),
     cues: Optional[str] = typer.Option(None, "--cues", metavar="rules|model",
                                        help="ecphory: extract the query's cues by rules "
                                             "(default, instant) or with the local model "
                                             "(slower). Config: ecphory.cues."),
+    propagation: Optional[str] = typer.Option(None, "--propagation", metavar="original|centroid",
+                                              help="synaptic: one similarity scan per parent "
+                                                   "node (default) or one per layer from the "
+                                                   "parents' centroid (O(n)). Config: "
+                                                   "synaptic.propagation."),
     no_touch: bool = typer.Option(False, "--no-touch",
                                   help="Read only: do not count this recall (reconsolidation)."),
     memory_type: List[str] = typer.Option([], "--type", metavar="TYPE",
@@ -96,18 +105,20 @@ def recall(
     from ..engine import config
     from ..engine.recall import TYPE_BITS, RecallConfig
     from ..engine.service import Recaller
+    from ..engine.synaptic import SynapticConfig
 
     for t in memory_type:
         if t not in TYPE_BITS:
             raise UserError(f"--type {t!r}: expected one of {', '.join(TYPE_BITS)}", code=USAGE)
     settings = config.resolve({"recall.mode": mode, "recall.k": k, "gate.tau_gate": tau_gate,
-                               "ecphory.cues": cues,
+                               "ecphory.cues": cues, "synaptic.propagation": propagation,
                                "score.decay": False if no_decay else None})
     cfg = RecallConfig(**settings.kwargs("recall"), explain=explain, gate=not no_gate,
                        inhibition=not no_inhibition, fan=not no_fan,
                        graph=not no_graph, activation=not no_activation,
                        types=tuple(memory_type), since_ms=parse_time_option(since, "--since"),
-                       until_ms=parse_time_option(until, "--until"), tags=tuple(tag))
+                       until_ms=parse_time_option(until, "--until"), tags=tuple(tag),
+                       synaptic=SynapticConfig.from_settings(settings))
     queries = _queries(query)
     with Recaller(store_path()) as r:
         for where, text in queries:

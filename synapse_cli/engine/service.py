@@ -6,8 +6,10 @@ holds the lock the touch is skipped and the result says so.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from store_format import spikes
 from store_format.errors import CorruptStore, LockTimeout, StoreIOError
 
 from . import graphview
@@ -61,14 +63,22 @@ class Recaller:
                     raise
                 self.store.close()
                 self.store, self._arrays = Store.open(self.path), None
+        stimulated = result.pop("stimulated_ids", ())  # --mode synaptic: every node reached
         if touch and result["results"]:
-            result["touched"] = self._touch([r["id"] for r in result["results"]], now_ms)
+            result["touched"] = self._touch([r["id"] for r in result["results"]], now_ms,
+                                            stimulated)
         return result
 
-    def _touch(self, ids, now_ms: int | None = None) -> bool:
+    def _touch(self, ids, now_ms: int | None = None, stimulated=()) -> bool:
+        """Reconsolidate the returned records (a recall spike each) and give every other
+        record the synaptic stimulus reached a stimulus spike (seed 001 section 3.1)."""
         try:
             with StoreWriter.open(self.path, lock_timeout=0) as w:
                 w.touch(ids, now_ms)
+                others = sorted(set(stimulated) - set(ids))
+                if others:
+                    w.add_spikes(others, int(time.time() * 1000) if now_ms is None else now_ms,
+                                 spikes.STIMULUS)
                 w.commit()  # the recall spikes (FORMAT.md 15)
             return True
         except LockTimeout:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .crc import TABLE as _CRC_TABLE, crc32c_fast, crc32c_span  # noqa: F401 (used by models.bm25)
+from . import crc  # noqa: F401  (loading the kernels accelerates store_format's CRC32C)
 
 
 @njit(cache=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, types
 
+from synapse_cli.kernels import crc  # noqa: F401  (recall then checks records at compiled speed)
+
 from synapse_cli.engine.scoring import (
     AROUSAL_MODIFIERS,
     BUCKET_BOUNDS_MS,

@@ -143,3 +143,64 @@ def pagerank_csr(indptr, indices, weights, damping, tol, max_iter):
         if err < tol:
             break
     return r.astype(np.float32), it
+
+
+# ---------------------------------------------------------------- seed 001 (synaptic mode)
+
+def dtw_pair_scores(indptr, times, taus, src, dst):
+    """Reference for dtw.pair_scores: eqs. 1-5 with the whole W and L matrices."""
+    out = np.empty(len(src))
+    for k, (a, b) in enumerate(zip(src, dst)):
+        ta, tb = times[indptr[a]:indptr[a + 1]], times[indptr[b]:indptr[b + 1]]
+        if not len(ta) or not len(tb):
+            out[k] = 0.5
+            continue
+        W = np.exp(-np.abs(ta[:, None] - tb[None, :]) / (0.5 * (taus[a] + taus[b])))
+        L = np.zeros_like(W)
+        L[:, 0] = np.cumsum(W[:, 0])
+        L[0, :] = np.cumsum(W[0, :])
+        for i in range(1, len(ta)):
+            for j in range(1, len(tb)):
+                L[i, j] = W[i, j] + max(L[i - 1, j], L[i, j - 1], L[i - 1, j - 1])
+        out[k] = 1 / (1 + np.exp(-L[-1, -1]))
+    return out
+
+
+def lif_node_taus(indptr, times, tau_init):
+    """Reference for lif.node_taus: tau_init + sum of tanh(interval / 2) (eq. 18)."""
+    return np.array([tau_init + np.tanh(0.5 * np.maximum(np.diff(times[lo:hi]), 0)).sum()
+                     for lo, hi in zip(indptr[:-1], indptr[1:])])
+
+
+def lif_membrane(indptr, times, nodes, stim, now, tau_init, tau_scale, v_th, v_rest, i_rest,
+                 spike_weight):
+    """Reference for lif.membrane, written as an event list per node: (time, strength) for
+    each stored spike, then (now, stim) when stimulated now."""
+    out_v, out_f = np.zeros(len(nodes)), np.zeros(len(nodes), bool)
+    for k, x in enumerate(nodes):
+        events = [(t, spike_weight, False) for t in times[indptr[x]:indptr[x + 1]]]
+        if stim[k] != 0:
+            events.append((now, stim[k], True))
+        tau, v, i = tau_init, 0.0, 0.0
+        t_state = events[0][0] if events else now
+        prev = None
+        for t, w, current in events:
+            if prev is not None:
+                tau += np.tanh(0.5 * max(t - prev, 0.0))
+            prev = t
+            T = tau_scale * tau
+            g = max(t - t_state, 0.0)
+            v, i = (v + g * i / T) * np.exp(-g / T), i * np.exp(-g / T)
+            i += w / T
+            t_state = max(t, t_state)
+            rv = (v + i / T) * np.exp(-1 / T)  # one time unit after the input
+            if current:
+                out_v[k], out_f[k] = rv, rv >= v_th
+            elif rv >= v_th:
+                v, i, t_state = v_rest, i_rest, t_state + 1.0
+        if stim[k] == 0:
+            T = tau_scale * tau
+            g = max(now - t_state, 0.0)
+            out_v[k] = (v + g * i / T) * np.exp(-g / T)
+            out_f[k] = out_v[k] >= v_th
+    return out_v, out_f

@@ -25,17 +25,17 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from store_format import fileheader
 from store_format.crc32c import crc32c
 from store_format.errors import (
-    BadMagic, ChecksumMismatch, InvalidRecord, StoreIOError, Truncated, UnsafeStore,
-    UnsupportedVersion,
+    ChecksumMismatch, InvalidRecord, StoreIOError, Truncated, UnsafeStore,
 )
 from store_format.fileio import fsync_dir, fsync_fd, open_for_append, pwrite_all, truncate
 from synapse_cli.models.tokenize import tokenize
 
 # numba costs ~0.5 s to import: a one-item `ingest` must not pay it, and for a batch the
-# pure-Python CRC (~50 ns/byte) beats the import below a few MB. Once the kernels are loaded
-# (recall, compaction) they are used for anything but tiny blocks.
+# pure-Python CRC (~50 ns/byte) beats the import below a few MB. Importing the kernels hands
+# store_format.crc32c its compiled loop (synapse_cli.kernels.crc), for every later CRC too.
 _PYTHON_CRC_LIMIT = 4 * 1024 * 1024
 _KERNELS = "synapse_cli.kernels.bm25"
 
@@ -50,15 +50,14 @@ def _use_python_crc(n: int) -> bool:
     return n <= 4096 or (n <= _PYTHON_CRC_LIMIT and _KERNELS not in sys.modules)
 
 
+def _crc_bytes(data) -> int:
+    if not _use_python_crc(len(data)):
+        _kernels()
+    return crc32c(data)
+
+
 def _crc(arr: np.ndarray, start: int, end: int) -> int:
-    if _use_python_crc(end - start):
-        return crc32c(arr[start:end].tobytes())
-    k = _kernels()
-    return int(k.crc32c_span(arr, start, end, k._CRC_TABLE))
-
-
-def _crc_bytes(data: bytes) -> int:
-    return crc32c(data) if _use_python_crc(len(data)) else int(_kernels().crc32c_fast(data))
+    return _crc_bytes(arr[start:end])
 
 
 VOCAB_MAGIC = b"SYNBM25V"
@@ -74,8 +73,7 @@ DEFAULT_NAMES = {"log": "bm25.log", "vocab": "bm25.vocab"}
 
 
 def _file_header(magic: bytes) -> bytes:
-    head = magic + struct.pack("<HH", FORMAT_VERSION, 0)
-    return head + struct.pack("<I", crc32c(head))
+    return fileheader.pack(magic, FORMAT_VERSION)
 
 
 # --------------------------------------------------------------------------- reading
@@ -110,17 +108,8 @@ def _read_prefix(path: Path, nbytes: int) -> bytes:
 
 
 def _check_file_header(buf: bytes, magic: bytes, path: Path) -> None:
-    if len(buf) < FILE_HEADER:
-        raise Truncated("committed length shorter than the file header", path, len(buf))
-    if buf[:8] != magic:
-        raise BadMagic(f"expected magic {magic.decode()}", path, 0)
-    version, reserved = struct.unpack_from("<HH", buf, 8)
-    if version != FORMAT_VERSION:
-        raise UnsupportedVersion(f"format version {version}", path, 8)
-    if reserved != 0:
-        raise InvalidRecord("reserved field is not 0", path, 10)
-    if struct.unpack_from("<I", buf, 12)[0] != crc32c(buf[:12]):
-        raise ChecksumMismatch("file header CRC mismatch", path, 12)
+    what = "BM25 vocabulary" if magic == VOCAB_MAGIC else "BM25 log"
+    fileheader.check(buf, magic, path, what, FORMAT_VERSION)
 
 
 def _block_header(buf: bytes, pos: int, path: Path) -> tuple[int, int, int]:
