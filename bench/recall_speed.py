@@ -308,8 +308,8 @@ def pr():
     pagerank(np.array([0, 1, 2], np.int64), np.array([1, 0], np.int32), np.ones(2, np.float32),
              validate=False)
 def bm():
-    from synapse_cli.kernels import bm25 as k
-    k.crc32c_fast(b"x" * 100)
+    from synapse_cli.kernels import bm25 as k, crc
+    crc.crc32c_fast(b"x" * 100)
     k.bm25_accumulate(np.array([0, 1], np.int64), np.array([0], np.int32),
                       np.array([1], np.uint32), np.array([0], np.int64), np.ones(1),
                       np.ones(1), np.ones(1, bool), 1.5, np.zeros(1))
