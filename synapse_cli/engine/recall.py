@@ -139,21 +139,23 @@ def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int,
         type_mask = sum(TYPE_BITS[t] for t in cfg.types)
     tag_query = encode_tags(cfg.tags) if cfg.tags else 0
     norms = {} if cache is None else cache.setdefault("inv_norms", {})
-    parts = []
+    n = sum(s.n for s in store.segments)
+    sim, dec, imp = (np.empty(n, np.float32) for _ in range(3))
+    start = 0
     for k, s in enumerate(store.segments):
         if not s.n:
             continue
         ready = k in norms
         inv = norms[k] if ready else np.empty(s.n, np.float32)
-        parts.append(scan(s.raw, s.header.header_version, s.header.dim, query_vec, now_ms,
-                          type_mask=type_mask, t_min=cfg.since_ms or 0,
-                          t_max=cfg.until_ms if cfg.until_ms is not None else 2**63 - 1,
-                          tag_query=tag_query, inv_norm=inv, inv_norm_ready=ready)[:3])
+        end = start + s.n
+        scan(s.raw, s.header.header_version, s.header.dim, query_vec, now_ms,
+             type_mask=type_mask, t_min=cfg.since_ms or 0,
+             t_max=cfg.until_ms if cfg.until_ms is not None else 2**63 - 1,
+             tag_query=tag_query, inv_norm=inv, inv_norm_ready=ready,
+             out=(sim[start:end], dec[start:end], imp[start:end]))
         norms[k] = inv
-    if not parts:
-        z = np.zeros(0, np.float32)
-        return z, z, z
-    return tuple(np.concatenate(p) for p in zip(*parts))
+        start = end
+    return sim, dec, imp
 
 
 def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):

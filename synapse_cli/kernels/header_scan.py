@@ -158,15 +158,14 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
 
 
 def scan(records, header_version, dim, query, now_ms, *, type_mask=0b1111, t_min=0,
-         t_max=2**63 - 1, tag_query=0, inv_norm=None, inv_norm_ready=False):
-    """Allocating wrapper of ``scan_scores``: returns (sim, decay, importance, n_passed).
+         t_max=2**63 - 1, tag_query=0, inv_norm=None, inv_norm_ready=False, out=None):
+    """Wrapper of ``scan_scores``: returns (sim, decay, importance, n_passed), written into
+    `out` (three float32[n] arrays, e.g. slices of the whole store's) or new arrays.
     Pass the same `inv_norm` array (float32[n]) on later calls with `inv_norm_ready=True`."""
     n = records.shape[0]
     if inv_norm is None:
         inv_norm, inv_norm_ready = np.empty(n, np.float32), False
-    sim = np.empty(n, np.float32)
-    dec = np.empty(n, np.float32)
-    imp = np.empty(n, np.float32)
+    sim, dec, imp = out if out is not None else (np.empty(n, np.float32) for _ in range(3))
     cnt = scan_scores(records, int(header_version), int(dim),
                       np.ascontiguousarray(query, np.float32), int(now_ms), int(type_mask),
                       int(t_min), int(t_max), np.uint64(int(tag_query) & (2**64 - 1)),
