@@ -208,7 +208,7 @@ def main() -> None:
     for kv in args.set:
         key, value = kv.split("=", 1)
         field_type = type(getattr(SynapticConfig(), key))
-        overrides[key] = field_type(value)
+        overrides[key] = value.lower() in ("1", "true") if field_type is bool else field_type(value)
     sc = SynapticConfig(propagation=args.propagation, **overrides)
     cfgs = {m: RecallConfig(mode=m, k=30, synaptic=sc) for m in MODES}
     embedder = get_embedder()

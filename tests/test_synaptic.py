@@ -4,6 +4,7 @@ the equations on hand-worked cases, layered propagation over a store built with 
 and the command line with the real embedder."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -61,10 +62,11 @@ def test_lif_matches_reference(seed):
     # a low threshold and a large spike weight so that past firings and resets happen
     args = (0.0, rng.uniform(1, 50), rng.uniform(0.5, 3), 0.002, 2.9, -7.13, rng.uniform(0, 3))
     v, f = np.empty(45), np.empty(45, bool)
-    lif.membrane(indptr, times, nodes, stim, *args, v, f)
-    rv, rf = ref.lif_membrane(indptr, times, nodes, stim, *args)
-    np.testing.assert_allclose(v, rv, rtol=1e-9, atol=1e-15)
-    assert (f == rf).all() and f.any() and not f.all()
+    for dynamic in (True, False):
+        lif.membrane(indptr, times, nodes, stim, *args, dynamic, v, f)
+        rv, rf = ref.lif_membrane(indptr, times, nodes, stim, *args, dynamic)
+        np.testing.assert_allclose(v, rv, rtol=1e-9, atol=1e-15)
+        assert (f == rf).all() and f.any() and not f.all()
 
 
 # ---------------------------------------------------------------- the equations by hand
@@ -87,13 +89,14 @@ def test_lif_single_stimulus_and_dynamic_tau():
     # tau = tau_init + tanh(5 / 2) (eq. 18); I = 2 / T, read one unit later.
     indptr, times = np.array([0, 1], np.int64), np.array([-5.0])
     v, f = np.empty(1), np.empty(1, bool)
-    lif.membrane(indptr, times, np.array([0]), np.array([2.0]), 0.0, 10.0, 2.0, 1.0, 0.0, 0.0,
-                 0.0, v, f)
-    T = 2.0 * (10.0 + math.tanh(2.5))
-    assert v[0] == pytest.approx((2.0 / T) / T * math.exp(-1 / T)) and not f[0]
+    for dynamic, tau in ((True, 10.0 + math.tanh(2.5)), (False, 10.0)):
+        lif.membrane(indptr, times, np.array([0]), np.array([2.0]), 0.0, 10.0, 2.0, 1.0, 0.0,
+                     0.0, 0.0, dynamic, v, f)
+        T = 2.0 * tau
+        assert v[0] == pytest.approx((2.0 / T) / T * math.exp(-1 / T)) and not f[0]
     # threshold below it: fires
     lif.membrane(indptr, times, np.array([0]), np.array([2.0]), 0.0, 10.0, 2.0, v[0] / 2, 0.0,
-                 0.0, 0.0, v, f)
+                 0.0, 0.0, True, v, f)
     assert f[0]
 
 
@@ -245,3 +248,24 @@ def test_cli_synaptic_with_the_real_embedder(tmp_path):
     assert top["path"][-1]["id"] == top["id"] and "stimulated_ids" not in out
     r = run_cli(["recall", "x", "--mode", "synaptic", "--propagation", "sideways"], store)
     assert_clean_failure(r, 2)
+
+
+def test_ablations_of_table_3(chain):
+    path, ids, q = chain
+    with StoreWriter.open(path) as w:  # spikes make tau and T differ from their fixed values
+        w.add_spikes([ids["A"]], NOW - 2 * MIN, sp.STIMULUS)
+        w.add_spikes([ids["A"]], NOW - MIN, sp.STIMULUS)
+        w.commit()
+    base = SynapticConfig(cos_th=0.3, stim_th=0.01)
+    with Store.open(path) as store:
+        arrays = graphview.build(store)
+
+        def top(**kw):
+            cfg = RecallConfig(mode="synaptic", synaptic=dataclasses.replace(base, **kw))
+            return recall(store, "q", q, cfg, arrays, now_ms=NOW)["results"][0]["signals"]
+
+        full, no_t, fixed = top(), top(temporal=False), top(dynamic_tau=False)
+    assert no_t["temporal"] == 1.0 and 0.5 < full["temporal"] < 1.0
+    assert no_t["stimulus"] > full["stimulus"]
+    # a fixed tau (tau_init) is smaller than A's grown one: a larger potential, same stimulus
+    assert fixed["membrane_potential"] > full["membrane_potential"]

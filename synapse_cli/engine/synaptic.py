@@ -58,11 +58,16 @@ class SynapticConfig:
     # R-precision 9 instead of 41 on the first 10 sections, bench/smrcs_recall.py).
     spike_weight: float = 0.0
     propagation: str = "original"   # or "centroid" (appendix D)
+    # Ablations of seed 001 Table 3 (Python API and bench only): T = 1 ("w/o temporal
+    # integration"), tau fixed at tau_init ("w/o dynamic time constant").
+    temporal: bool = True
+    dynamic_tau: bool = True
 
     @classmethod
     def from_settings(cls, settings) -> "SynapticConfig":
         """From resolved settings (engine/config.py, section [synaptic])."""
-        return cls(**{f: settings[f"synaptic.{f}"] for f in cls.__dataclass_fields__})
+        return cls(**{f: settings[f"synaptic.{f}"] for f in cls.__dataclass_fields__
+                      if f"synaptic.{f}" in settings.values})
 
 
 @dataclass
@@ -113,7 +118,9 @@ def _trains(arrays: graphview.RecallArrays, sc: SynapticConfig, now_ms: int):
     n = len(indptr) - 1
     key = ("synaptic_taus", sc.time_unit_ms, sc.t_scale, sc.tau_init)
     taus = arrays.cache.get(key)
-    if taus is None:  # intervals do not depend on now: once per snapshot
+    if not sc.dynamic_tau:
+        taus = np.full(n, float(sc.tau_init))
+    elif taus is None:  # intervals do not depend on now: once per snapshot
         rel = (t_ms - t_ms[indptr[:-1]].repeat(np.diff(indptr))) * (sc.t_scale / sc.time_unit_ms)
         taus = node_taus(indptr, rel.astype(np.float64), float(sc.tau_init), np.empty(n))
         arrays.cache[key] = taus
@@ -144,14 +151,17 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
 
     def deliver(src: np.ndarray, dst: np.ndarray, cos: np.ndarray, s_src: np.ndarray):
         """Stimulus S_src * p_scale * T * cos per (src, dst) pair, and its T."""
-        t = pair_scores(indptr, times, taus, src, dst, np.empty(len(dst)))
+        if sc.temporal:
+            t = pair_scores(indptr, times, taus, src, dst, np.empty(len(dst)))
+        else:
+            t = np.ones(len(dst))
         return s_src * sc.p_scale * t * cos, t
 
     def lif(nodes: np.ndarray):
         v, f = np.empty(len(nodes)), np.empty(len(nodes), bool)
         membrane(indptr, times, nodes, stim[nodes], 0.0, float(sc.tau_init),
                  float(sc.tau_scale), float(sc.v_th), float(sc.v_rest), float(sc.i_rest),
-                 float(sc.spike_weight), v, f)
+                 float(sc.spike_weight), bool(sc.dynamic_tau), v, f)
         return v, f
 
     # layer 1: the query (node n, S = 1) stimulates every record above cos_th

@@ -42,11 +42,11 @@ def node_taus(indptr, times, tau_init, out):
 
 @njit(cache=True)
 def membrane(indptr, times, nodes, stim, now, tau_init, tau_scale, v_th, v_rest, i_rest,
-             spike_weight, out_v, out_fired):
+             spike_weight, dynamic, out_v, out_fired):
     """Membrane potential of each node nodes[k] at `now` (+1 unit when stimulated now, with
     strength stim[k]) into out_v[k], and whether it fires into out_fired[k].
     indptr int64[n+1]; times float64[m]; nodes int64[k]; stim, out_v float64[k]; out_fired
-    bool[k]."""
+    bool[k]. dynamic=False keeps tau at tau_init (seed Table 3's ablation)."""
     for k in range(len(nodes)):
         x = nodes[k]
         lo, hi = indptr[x], indptr[x + 1]
@@ -65,7 +65,7 @@ def membrane(indptr, times, nodes, stim, now, tau_init, tau_scale, v_th, v_rest,
                     out_v[k] = v
                     out_fired[k] = v >= v_th
                     break
-            if s > lo:
+            if s > lo and dynamic:
                 tau += math.tanh(0.5 * max(t - last, 0.0))  # eq. 18
             last = t
             teff = tau_scale * tau

@@ -173,7 +173,7 @@ def lif_node_taus(indptr, times, tau_init):
 
 
 def lif_membrane(indptr, times, nodes, stim, now, tau_init, tau_scale, v_th, v_rest, i_rest,
-                 spike_weight):
+                 spike_weight, dynamic=True):
     """Reference for lif.membrane, written as an event list per node: (time, strength) for
     each stored spike, then (now, stim) when stimulated now."""
     out_v, out_f = np.zeros(len(nodes)), np.zeros(len(nodes), bool)
@@ -185,7 +185,7 @@ def lif_membrane(indptr, times, nodes, stim, now, tau_init, tau_scale, v_th, v_r
         t_state = events[0][0] if events else now
         prev = None
         for t, w, current in events:
-            if prev is not None:
+            if prev is not None and dynamic:
                 tau += np.tanh(0.5 * max(t - prev, 0.0))
             prev = t
             T = tau_scale * tau
