@@ -8,13 +8,9 @@ stays bounded by the number of records, not of recalls.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from . import fileheader, fileio
-from .crc32c import crc32c_rows
-from .errors import ChecksumMismatch, InvalidRecord, Truncated
+from . import entrylog, fileheader
 
 NAME = "spikes.log"
 MAGIC = b"SYNSPIKE"
@@ -34,53 +30,26 @@ def make_entries(record_ids, time_ms: int, kind: int = RECALL) -> np.ndarray:
         e["record_id"] = np.asarray(record_ids, np.uint64)
         e["time_ms"] = time_ms
         e["kind"] = kind
-        e["crc"] = crc32c_rows(e.view(np.uint8).reshape(len(e), ENTRY_SIZE)[:, :20])
-    return e
+    return entrylog.sign(e)
 
 
 def create(path) -> None:
-    fileio.atomic_replace(path, fileheader.pack(MAGIC))
+    entrylog.create(path, MAGIC)
+
+
+def _invalid(e: np.ndarray) -> np.ndarray:
+    return ((e["record_id"] == 0) | ~np.isin(e["kind"], (RECALL, STIMULUS))
+            | (e["reserved"] != 0) | (e["reserved2"] != 0))
 
 
 def read(path, entries: int) -> np.ndarray:
     """The first `entries` entries, every one checked; typed errors name path and offset."""
-    path = str(path)
-    fd = fileio.open_for_read(path)
-    try:
-        fileheader.check(os.pread(fd, HEADER_SIZE, 0), MAGIC, path, WHAT)
-        size, end = os.fstat(fd).st_size, HEADER_SIZE + ENTRY_SIZE * entries
-        if size < end:
-            raise Truncated(f"{size} bytes, {entries} committed entries need {end}", path, size)
-        data = os.pread(fd, end - HEADER_SIZE, HEADER_SIZE) if entries else b""
-    finally:
-        os.close(fd)
-    e = np.frombuffer(data, ENTRY_DTYPE)
-    if len(e):
-        rows = e.view(np.uint8).reshape(len(e), ENTRY_SIZE)
-        bad_crc = crc32c_rows(np.ascontiguousarray(rows[:, :20])) != e["crc"]
-        bad = (bad_crc | (e["record_id"] == 0) | ~np.isin(e["kind"], (RECALL, STIMULUS))
-               | (e["reserved"] != 0) | (e["reserved2"] != 0))
-        if bad.any():
-            i = int(np.argmax(bad))
-            cls = ChecksumMismatch if bad_crc[i] else InvalidRecord
-            raise cls(f"spike log entry {i} is damaged", path, HEADER_SIZE + ENTRY_SIZE * i)
-    return e
+    return entrylog.read(path, entries, ENTRY_DTYPE, MAGIC, WHAT, _invalid)
 
 
 def append(path, committed: int, entries: np.ndarray) -> int:
     """Append after `committed` entries (a longer, uncommitted tail is cut first), fsync."""
-    path = str(path)
-    fd = fileio.open_for_append(path)
-    try:
-        end = HEADER_SIZE + ENTRY_SIZE * committed
-        if os.fstat(fd).st_size < end:
-            raise Truncated(f"shorter than {committed} committed entries", path, end)
-        fileio.truncate(fd, end, path)
-        fileio.pwrite_all(fd, entries.tobytes(), end, path)
-        fileio.fsync_fd(fd, path)
-    finally:
-        os.close(fd)
-    return committed + len(entries)
+    return entrylog.append(path, committed, entries)
 
 
 def latest(entries: np.ndarray, keep=None) -> np.ndarray:
@@ -108,7 +77,7 @@ def needs_rewrite(n_entries: int, n_kept: int) -> bool:
 
 def write(path, entries: np.ndarray) -> None:
     """A new spike log holding exactly `entries` (temp file, fsync, rename, directory fsync)."""
-    fileio.atomic_replace(path, fileheader.pack(MAGIC) + entries.tobytes())
+    entrylog.write(path, MAGIC, entries)
 
 
 def trains(entries: np.ndarray, ids: np.ndarray, timestamps: np.ndarray):
