@@ -1,6 +1,7 @@
 """LoCoMo evidence recall of every recall mode and ablation, in one run.  Prints one JSON object.
 
     python bench/locomo_recall.py [--data ../shared/data] [--tau-gate 0.12] [--limit-conv N]
+                                  [--verify] [--stores fresh|plain|cons]
 
 For each development conversation: every turn is ingested through the engine API into its own
 fresh temporary store (one `ingest()` call, default IngestConfig), the store is reopened
@@ -13,6 +14,15 @@ numbers (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial).  
 gate rejects returns nothing and scores 0; `ungated` is the same mode with the gate switched
 off.  Category 5 is scored as the gate's rejection rate together with the false-refusal rate
 on categories 1-4, then tau is calibrated on this data (the default in code is not changed).
+
+`--stores cons` recalls from the consolidated stores bench/locomo_build.py --consolidate built
+(bench/out/locomo_stores/<sample_id>/cons/store, opened read-only) instead of ingesting afresh;
+`plain` from its ingest-only copies.
+
+With --verify, every query the gate lets through in `synapse` mode is also scored by the second
+rejection stage (engine/answer_check.py: the local model's log P(yes) - log P(no) that the top
+memories explicitly mention what the query asks); reported at the configured threshold, at the
+threshold calibrated in-sample and calibrated leave-one-conversation-out, with its latency.
 """
 from __future__ import annotations
 
@@ -58,6 +68,11 @@ def modes(tau: float) -> dict[str, RecallConfig]:
         out[m] = dataclasses.replace(base, mode=m)
     for switch in ABLATIONS:
         out[f"no-{switch}"] = dataclasses.replace(base, **{switch: False})
+    # consolidation's semantic nodes in the result slots or not (the default's opposite; no
+    # difference on a store without them)
+    flip = not base.semantic_results
+    out["semantic-results" if flip else "no-semantic-results"] = dataclasses.replace(
+        base, semantic_results=flip)
     return out
 
 
@@ -147,6 +162,56 @@ class TimedEmbedder:
             self.seconds += time.perf_counter() - t
 
 
+def verify_report(recs: list[dict], threshold: float, memories: int, lat: list[float]) -> dict:
+    """What the second stage adds to the gate: cat-5 rejection, false refusals on 1-4 and
+    recall@10 with both stages, at the configured threshold, calibrated in-sample and
+    calibrated on the other conversations (leave-one-conversation-out)."""
+    def score(r):  # a query the gate rejected stays rejected whatever the threshold
+        return -np.inf if r["as_configured"]["rejected"] else r["verify_score"]
+
+    def at(tau_of) -> dict:
+        ans = [r for r in recs if r["cat"] != 5]
+        rej = {id(r): score(r) < tau_of(r) for r in recs}
+        return {"rejected_cat5": round(100 * float(np.mean([rej[id(r)] for r in recs
+                                                            if r["cat"] == 5])), 2),
+                "false_refusal_1_4": round(100 * float(np.mean([rej[id(r)] for r in ans])), 2),
+                "recall@10_all_1_4": round(100 * float(np.mean(
+                    [0.0 if rej[id(r)] else r["as_configured"]["r@10"] for r in ans])), 2)}
+
+    def fit(rs) -> dict:
+        """calibrate() on the log-odds; its 'tau 0 = reject nothing' means -inf here."""
+        a = np.array([score(r) for r in rs if r["cat"] != 5])
+        f = np.array([score(r) for r in rs if r["cat"] == 5])
+        cal = calibrate(np.where(np.isfinite(a), a, -1e9), np.where(np.isfinite(f), f, -1e9))
+        # the midpoint to the next lower score: the rounded tau itself may sit above a score
+        cal["tau"] = (cal["tau_midpoint_to_next_lower_confidence"]
+                      if cal["rejection_rate_cat5"] > 0 else -np.inf)
+        return cal
+
+    cal = fit(recs)
+    loco_tau = {}
+    convs = sorted({r["conv"] for r in recs})
+    for conv in convs if len(convs) > 1 else []:
+        loco_tau[conv] = fit([r for r in recs if r["conv"] != conv])["tau"]
+    return {
+        "what": "second rejection stage (engine/answer_check.py) after the gate, synapse mode: "
+                "reject iff log P(yes) - log P(no) < threshold",
+        "memories_shown": memories,
+        "checked": int(sum(1 for r in recs if "verify_score" in r)),
+        "latency_ms_p50": round(statistics.median(lat), 1) if lat else None,
+        "latency_ms_p90": round(float(np.percentile(lat, 90)), 1) if lat else None,
+        "gate_only": at(lambda r: -1e300),
+        "configured_threshold": threshold,
+        "at_configured_threshold": at(lambda r: threshold),
+        "calibrated_in_sample": {**cal, **at(lambda r: cal["tau"])},
+        "calibrated_loco": ({"tau_per_held_out_conversation": loco_tau,
+                             **at(lambda r: loco_tau[r["conv"]])} if loco_tau else None),
+        "per_question": [[r["conv"], r["cat"], r["as_configured"]["rejected"],
+                          None if "verify_score" not in r else round(r["verify_score"], 4)]
+                         for r in recs],
+    }
+
+
 def run(args) -> dict:
     from synapse_cli.models.embedder import get_embedder
 
@@ -159,6 +224,18 @@ def run(args) -> dict:
     model_load_s = time.perf_counter() - t
     cfgs = modes(args.tau_gate)
     timed = TimedEmbedder(embedder)
+    checker = vcfg_check = None
+    verify_lat: list[float] = []
+    if args.verify:
+        from synapse_cli.api import model_path
+        from synapse_cli.engine import config
+        from synapse_cli.engine.answer_check import AnswerChecker, VerifyConfig
+
+        s = config.resolve()
+        vcfg_check = VerifyConfig(memories=s["verify.verify_memories"],
+                                  threshold=s["verify.verify_threshold"])
+        checker = AnswerChecker(model_path(s["extraction.model"]),
+                                threads=s["extraction.threads"])
 
     skipped: Counter = Counter()
     # per mode: list of per-question records
@@ -181,12 +258,19 @@ def run(args) -> dict:
         with tempfile.TemporaryDirectory(prefix="synapse-locomo-") as tmp:
             path = Path(tmp) / "store"
             t = time.perf_counter()
-            with StoreWriter.open(path, create=True) as w:
-                res = ingest(w, items, timed, IngestConfig())
+            if args.stores == "fresh":
+                with StoreWriter.open(path, create=True) as w:
+                    res = ingest(w, items, timed, IngestConfig())
+                c = res.counts()
+            else:  # built once by bench/locomo_build.py
+                path = ROOT / "bench" / "out" / "locomo_stores" / sid / args.stores / "store"
+                if not (path.parent / "ok").exists():
+                    raise SystemExit(f"{path}: not built; run bench/locomo_build.py"
+                                     + (" --consolidate" if args.stores == "cons" else ""))
+                c = {"stored": None, "duplicate": sum(len(v) - 1 for v in alias.values())}
             ingest_s += time.perf_counter() - t
-            c = res.counts()
             n_turns += len(items)
-            n_stored += c["stored"]
+            n_stored += c["stored"] or 0
             n_dupes += c["duplicate"]
             log(f"{sid}: {len(items)} turns ingested in {time.perf_counter() - t:.1f}s {c}")
             now_ms = max(it.timestamp_ms for it in items)  # asked right after the last session
@@ -196,7 +280,8 @@ def run(args) -> dict:
             dia_of_id = {}
             for rid in arrays.ids.tolist():
                 body = store.body(rid)
-                dia_of_id[rid] = alias[bytes.fromhex(body["md5"])]
+                # a semantic node (consolidation) stands for no turn
+                dia_of_id[rid] = alias[bytes.fromhex(body["md5"])] if body.get("md5") else []
 
             qas = []
             for qa in conv["qa"]:
@@ -221,7 +306,7 @@ def run(args) -> dict:
                     variants = [("as_configured", cfg)]
                     if gate_applies(cfg):
                         variants.append(("ungated", dataclasses.replace(cfg, gate=False)))
-                    rec = {"cat": cat}
+                    rec = {"cat": cat, "conv": sid}
                     for label, vcfg in variants:
                         t = time.perf_counter()
                         r = recall(store, qa["question"], qv, vcfg, arrays, now_ms=now_ms)
@@ -236,6 +321,12 @@ def run(args) -> dict:
                                 rec[label][f"r@{k}"] = len(hit) / len(g)
                         rec[label]["tokens@10"] = sum(len(x["text"].split())
                                                       for x in r["results"][:10])
+                        if (checker is not None and name == "synapse"
+                                and label == "as_configured" and not r["rejected"]):
+                            t = time.perf_counter()
+                            rec["verify_score"] = checker.score(
+                                qa["question"], r["results"][: vcfg_check.memories])
+                            verify_lat.append((time.perf_counter() - t) * 1000)
                     if len(variants) == 1:
                         rec["ungated"] = rec["as_configured"]
                     elif rec["ungated"]["confidence"] != rec["as_configured"]["confidence"]:
@@ -256,6 +347,9 @@ def run(args) -> dict:
                     "all_1_4": round(100 * float(np.mean([r[label][f"r@{k}"] for r in ans])), 2),
                     **{f"{c}_{CATS[c]}": round(100 * float(np.mean(
                         [r[label][f"r@{k}"] for r in ans if r["cat"] == c])), 2) for c in CATS}}
+            block["recall@10_all_1_4_per_conversation"] = {
+                cv: round(100 * float(np.mean([r[label]["r@10"] for r in ans if r["conv"] == cv])), 2)
+                for cv in dict.fromkeys(r["conv"] for r in ans)}
             block["rejected_1_4"] = round(100 * float(np.mean([r[label]["rejected"] for r in ans])), 2)
             block["rejected_cat5"] = round(100 * float(np.mean(
                 [r[label]["rejected"] for r in recs if r["cat"] == 5])), 2)
@@ -285,6 +379,9 @@ def run(args) -> dict:
         "confidence": "cosine of the top dense hit (vector mode's confidence); not what the gate "
                       "uses, shown to tell whether any cheap signal separates category 5",
         "calibrated": calibrate(va, vf)}
+    if checker is not None:
+        gate["verify"] = verify_report(per_q["synapse"], vcfg_check.threshold,
+                                       vcfg_check.memories, verify_lat)
     counts = Counter(r["cat"] for r in per_q["synapse"])
     return {
         "benchmark": "locomo_recall",
@@ -298,9 +395,13 @@ def run(args) -> dict:
             "turn_text": "text + ' [shares {blip_caption}]' when the turn has an image caption "
                          "(as the LoCoMo baselines do); speaker as metadata, so ingest embeds "
                          "and indexes 'Speaker: text' (engine/ingest.py retrieval_text)",
-            "store": "one fresh temporary store per conversation; engine ingest() with default "
-                     "IngestConfig; session = '{sample_id}:session_N'; timestamp = "
-                     "session_N_date_time (UTC)",
+            "store": ("one fresh temporary store per conversation; engine ingest() with "
+                      "default IngestConfig; session = '{sample_id}:session_N'; timestamp = "
+                      "session_N_date_time (UTC)") if args.stores == "fresh" else (
+                f"bench/out/locomo_stores/<sample_id>/{args.stores}/store from "
+                "bench/locomo_build.py (the same ingest"
+                + (", then consolidated with the packaged SmolLM2-135M extractor; a semantic "
+                   "node returned credits no turn)" if args.stores == "cons" else ")")),
             "now_ms": "the conversation's last session time (questions asked right after it)",
             "dedup": f"{n_dupes} of {n_turns} turns deduplicated by ingest (same normalised "
                      "text); a returned record credits every dia_id with that text",
@@ -317,9 +418,10 @@ def run(args) -> dict:
             "model_load_s": round(model_load_s, 2),
             "ingest_s": round(ingest_s, 2),
             "turns": n_turns, "stored": n_stored,
-            "ingest_turns_per_s": round(n_turns / ingest_s, 1),
+            "ingest_turns_per_s": round(n_turns / ingest_s, 1) if n_stored else None,
             "ingest_embedding_s": round(timed.seconds, 2),
-            "ingest_without_embedding_turns_per_s": round(n_turns / (ingest_s - timed.seconds), 1),
+            "ingest_without_embedding_turns_per_s": round(
+                n_turns / (ingest_s - timed.seconds), 1) if n_stored else None,
             "query_embed_s": round(embed_q_s, 2),
             "latency_note": "wall time of one recall() call (query vector given), ms; store "
                             "arrays built once per conversation",
@@ -332,6 +434,11 @@ def main():
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     p.add_argument("--tau-gate", type=float, default=RecallConfig().tau_gate)
     p.add_argument("--limit-conv", type=int, default=0, help="only the first N conversations")
+    p.add_argument("--stores", choices=("fresh", "plain", "cons"), default="fresh",
+                   help="fresh: ingest each conversation now (default); plain/cons: the stores "
+                        "bench/locomo_build.py built (cons = consolidated)")
+    p.add_argument("--verify", action="store_true",
+                   help="also score the second rejection stage (the local model)")
     args = p.parse_args()
     load0 = round(os.getloadavg()[0], 2)
     t = time.perf_counter()

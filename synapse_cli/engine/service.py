@@ -47,7 +47,7 @@ class Recaller:
         return self._arrays
 
     def recall(self, query: str, cfg: RecallConfig | None = None, touch: bool = True,
-               now_ms: int | None = None) -> dict:
+               now_ms: int | None = None, check=None) -> dict:
         cfg = cfg or RecallConfig()
         vec = self.embedder.encode([query])[0]
         for attempt in range(READ_RETRIES + 1):
@@ -63,6 +63,8 @@ class Recaller:
                     raise
                 self.store.close()
                 self.store, self._arrays = Store.open(self.path), None
+        if check is not None:  # recall --verify: may reject before anything is touched
+            result = check(result)
         stimulated = result.pop("stimulated_ids", ())  # --mode synaptic: every node reached
         if touch and result["results"]:
             result["touched"] = self._touch([r["id"] for r in result["results"]], now_ms,
