@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import numba  # noqa: E402
 from numba.core import event  # noqa: E402
 
-MODULES = ("header_scan", "activation", "pagerank")
+MODULES = ("crc", "header_scan", "ranking", "activation", "pagerank", "bm25", "dtw", "lif")
 NOW = 1_700_000_000_000
 
 
@@ -58,8 +58,8 @@ def compile_kernels() -> tuple[dict, dict]:
 
 def cached_load_seconds() -> float:
     code = ("import time, sys; sys.path.insert(0, %r); import numba; t = time.perf_counter();"
-            "import synapse_cli.kernels.header_scan, synapse_cli.kernels.activation,"
-            "synapse_cli.kernels.pagerank; print(time.perf_counter() - t)" % str(ROOT))
+            "import %s; print(time.perf_counter() - t)"
+            % (str(ROOT), ", ".join(f"synapse_cli.kernels.{m}" for m in MODULES)))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, NUMBA_CACHE_DIR=CACHE_DIR), check=True)
     return round(float(out.stdout.strip()), 3)
