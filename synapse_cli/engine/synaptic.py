@@ -169,8 +169,7 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
     s1, t1 = deliver(np.full(len(front), n, np.int64), front, sim[front].astype(np.float64),
                      1.0)
     stim[front], temporal[front], layer[front] = s1, t1, 1
-    seen = passed.copy()
-    seen[:] = False
+    seen = np.zeros(n, bool)      # nodes of layers 0..i (eq. 10 excludes them)
     seen[front] = True
     depth = 1
     while len(front):
@@ -274,6 +273,7 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg, arrays: graphvi
             results.append(r)
     return {"query": query, "mode": "synaptic", "rejected": bool(rejected),
             "confidence": round(confidence, 9), "results": results,
-            "stimulated": int(len(stimulated)), "fired": int(prop.fired.sum()),
+            "stimulated": int(len(stimulated)),
+            "fired": int((prop.fired & (prop.potential > 0)).sum()),
             "stimulated_ids": [int(i) for i in arrays.ids[stimulated]],
             "elapsed_ms": round((time.perf_counter() - t0) * 1000, 3)}
