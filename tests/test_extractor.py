@@ -1,5 +1,6 @@
 """The deterministic half of extraction: candidate spans, typing rules, speaker entities, the
-answer grammar. (The model half is measured by bench/extract_quality.py and smoke-tested in
+answer grammar; the salience filter with the real MiniLM embedder; one real-model extraction.
+(Quality is measured by bench/extract_quality.py; consolidation with the real model is tested in
 test_consolidate.py.)"""
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from synapse_cli.models.extractor import (MODEL_TYPES, candidate_spans, clean_result,
-                                          grammar_for, known_types, rule_type, speaker_entities,
-                                          speakers, window_text)
+from synapse_cli.models.extractor import (MODEL_TYPES, LlamaExtractor, candidate_spans,
+                                          clean_result, grammar_for, known_types, rule_type,
+                                          speaker_entities, speakers, window_text)
+from synapse_cli.models.salience import MIN_SALIENCE, keep_salient, salience, turn_bodies
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,3 +130,53 @@ def test_clean_result_applies_rules_over_the_model():
     r = clean_result({"entities": [["September", "object"]], "relations": []}, texts,
                      candidate_spans(window_text(texts)))
     assert r["entities"][0]["type"] == "time"
+
+
+def test_one_candidate_per_thing():
+    c = cands("Tim: I love this book. Books are my escape; I read three books a week.",
+              "Caroline: We had such moments together at the pride event.",
+              "Caroline: The LGBT pride event was great.",
+              "Maria: I spent time at the shelter volunteering at the front desk.")
+    assert sum(x.casefold().startswith("book") for x in c) == 1  # singular and plural: one
+    assert "pride event" not in c and "LGBT pride event" in c    # a phrase inside a longer one
+    assert "moments together" not in c                            # an adverb ends no phrase
+    assert "shelter volunteering" not in c                        # "the shelter" is its own phrase
+
+
+def test_keep_salient_keeps_names_and_salient_common_nouns_in_order():
+    cs = ["Paris", "hoodie", "wallet", "2023", "dance class"]
+    assert keep_salient(cs, [0.0, 0.6, 0.1, 0.0, 0.35]) == ["Paris", "hoodie", "2023",
+                                                            "dance class"]
+    assert keep_salient(cs, [0.0, 0.6, 0.1, 0.0, 0.35], limit=2) == ["Paris", "hoodie"]
+    assert turn_bodies(["Gina: Hi  there", "no speaker"]) == ["Hi there", "no speaker"]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from synapse_cli.models.embedder import get_embedder
+
+    return get_embedder()
+
+
+def test_salience_with_the_real_embedder_separates_a_topic_from_an_aside(minilm):
+    texts = ["Gina: I finally launched my new hoodie line, the hoodies sold out in a day!",
+             "Jon: Wow! I lost my wallet on the way, but congrats on the hoodie line!"]
+    topic, aside, absent = salience(["hoodie line", "wallet", "Paris"], texts, minilm)
+    assert topic >= MIN_SALIENCE > aside and topic - aside > 0.2
+    assert absent == 0.0  # not in any turn
+    assert salience([], texts, minilm) == []
+
+
+@pytest.mark.slow
+def test_real_extractor_keeps_window_spans_and_drops_asides(minilm):
+    texts = ["Gina: I finally launched my new hoodie line, the hoodies sold out in a day!",
+             "Jon: Wow! I lost my wallet on the way, but congrats on the hoodie line!"]
+    x = LlamaExtractor(embedder=minilm, use_salience=True)
+    r = x.extract(texts)
+    names = [e["name"] for e in r["entities"]]
+    assert "hoodie line" in names and "wallet" not in names
+    assert all(n in window_text(texts) for n in names)
+    assert "salience" in x.cache_id
+    plain = LlamaExtractor(embedder=minilm, use_salience=False)
+    assert plain.cache_id != x.cache_id
+    assert "wallet" in [e["name"] for e in plain.extract(texts)["entities"]]

@@ -170,10 +170,21 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES) -> list[str]:
             add(span)
     # A common noun inside a longer candidate is that candidate's head or modifier: "store" in
     # "online clothing store", "job" in "summer job".
-    longer = [f" {c.casefold()} " for c in found if " " in c]
-    found = [c for c in found if " " in c or not (c.islower() or c.istitle())
-             or not any(f" {c.casefold()} " in x for x in longer)]
-    return found[:limit]
+    # The same holds for a shorter common-noun phrase ("pottery class" in "pottery class fees");
+    # a name stays ("NYC" and "NYC trip"). A singular and its plural name one thing: the first
+    # mention stays.
+    padded = [f" {c.casefold()} " for c in found]
+    found = [c for c in found if not (c.islower() or c.istitle())
+             or not any(len(x) > len(c) + 2 and f" {c.casefold()} " in x for x in padded)]
+    keys: set[str] = set()
+    out = []
+    for c in found:
+        k = c.casefold()
+        k = k[:-1] if len(k) > 3 and k.endswith("s") and not k.endswith("ss") else k
+        if k not in keys:
+            keys.add(k)
+            out.append(c)
+    return out[:limit]
 
 
 def _coordinated(parsed, known: set[str]) -> list[str]:
@@ -218,13 +229,16 @@ def _activity(toks, i: int, body: str) -> bool:
 
 def _with_modifiers(toks, i: int, body: str) -> str:
     """The gerund at i with up to two noun modifiers before it ("horseback riding",
-    "coconut cream frosting")."""
+    "coconut cream frosting"); not a noun that a determiner makes the head of its own phrase
+    ("at the shelter volunteering")."""
     k = i
     while k > 0 and i - k < 2 and body[toks[k - 1][2]:toks[k][1]] == " ":
         t = toks[k - 1][0]
         low = t.casefold()
         if not t.isalpha() or _is_cap(t) or low in _STOP or low in _NOT_NOUN or low in _GENERIC \
                 or low in _DET or low in _BE or low.endswith(("ed", "ly", "ing")) or len(t) < 3:
+            break
+        if k > 1 and toks[k - 2][0].casefold() in _DET:
             break
         k -= 1
     return body[toks[k][1]:toks[i][2]]

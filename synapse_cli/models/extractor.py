@@ -24,9 +24,11 @@ from typing import Protocol
 # Re-exported: consolidate, tests and benches import these from here.
 from .candidates import MAX_CANDIDATES, candidate_spans, speakers, window_text  # noqa: F401
 from .entity_types import ENTITY_TYPES, known_types, rule_type  # noqa: F401
+from .salience import MIN_SALIENCE, keep_salient, salience
 from .words import _SPEAKER
 
-PROMPT_VERSION = "x2"  # bump when the prompt, grammar or post-processing changes (cache key)
+PROMPT_VERSION = "x3"  # bump when the prompt, grammar or post-processing changes (cache key)
+CANDIDATE_POOL = 8  # candidates the salience filter chooses from (MAX_CANDIDATES without it)
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEAKER_REL = "talks about"
 
@@ -189,7 +191,8 @@ class LlamaExtractor:
     """
 
     def __init__(self, model_path: os.PathLike | str | None = None, threads: int = 2,
-                 model_sha256: str | None = None, skip: bool | None = None):
+                 model_sha256: str | None = None, skip: bool | None = None,
+                 embedder=None, use_salience: bool | None = None):
         self.model_path = Path(model_path) if model_path else default_model_path()
         if not self.model_path.is_file():
             raise FileNotFoundError(f"model file not found: {self.model_path}")
@@ -199,6 +202,11 @@ class LlamaExtractor:
             skip = os.environ.get("SYNAPSE_EXTRACT_SKIP") == "1"
         self.skip = skip
         self.cache_id += "\nskip" if skip else ""
+        if use_salience is None:  # drop common nouns far from their turn? See salience.py.
+            use_salience = os.environ.get("SYNAPSE_EXTRACT_SALIENCE", "1") != "0"
+        self.use_salience = use_salience
+        self.cache_id += f"\nsalience {MIN_SALIENCE}" if use_salience else ""
+        self.embedder = embedder  # MiniLM, loaded on first use unless consolidate's is passed
         self.last_usage: dict = {}  # llama.cpp token counts of the last model call
         self._grammars: dict = {}
         self.llm = None  # loaded on the first cache miss: a re-run that hits the cache skips it
@@ -234,11 +242,21 @@ class LlamaExtractor:
     def extract(self, window_texts: list[str]) -> dict:
         """Entities of one window (speakers excluded: see `speaker_entities`); no relations.
 
-        Candidates whose type a rule settles (`known_types`, `rule_type`) skip the model; it
-        types the others with one grammar-constrained word each (with `skip`, it sees every
-        candidate and "none" drops one)."""
+        Candidates: the first CANDIDATE_POOL spans, of which common nouns are kept only when
+        salient in their turn (`salience.keep_salient`; without salience, the first
+        MAX_CANDIDATES spans). Candidates whose type a rule settles (`known_types`,
+        `rule_type`) skip the model; it types the others with one grammar-constrained word each
+        (with `skip`, it sees every candidate and "none" drops one)."""
         text = window_text(window_texts)
-        candidates = candidate_spans(text)
+        if self.use_salience:
+            if self.embedder is None:
+                from .embedder import get_embedder
+
+                self.embedder = get_embedder()
+            pool = candidate_spans(text, limit=CANDIDATE_POOL)
+            candidates = keep_salient(pool, salience(pool, window_texts, self.embedder))
+        else:
+            candidates = candidate_spans(text)
         self.last_usage = {}
         kinds = known_types(window_texts)
         typed = {c: kinds.get(c.casefold()) or rule_type(c, text) for c in candidates}

@@ -49,6 +49,7 @@ near like towards toward behind beside between among along past via per around
 broke went came took gave made got felt left ran saw told brought bought thought taught found
 kept met paid sent spent won lost wrote built hit sucks sucked
 coolest latest initial upcoming extra specific possible successful another recent
+together
 """.split())
 # Nouns too generic or too abstract to be worth a node alone ("kids", "support"); they may
 # still modify a head noun ("support group", "morning workout").
