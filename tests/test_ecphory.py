@@ -114,10 +114,12 @@ def test_model_cues_with_the_real_local_model():
 
 # --- Algorithm 1 -----------------------------------------------------------------------------------
 
-def reference_spread(vecs, live, cue, k_init, hops, expansion, n_seeds):
-    """Algorithm 1 lines 3-16 written out literally with Python lists."""
+def reference_spread(vecs, live, cue, k_init, hops, expansion, n_seeds, rank=None):
+    """Algorithm 1 lines 3-16 written out literally with Python lists (seeds and weights by
+    `rank`, the query in the seed's eq. 2, else by the cue)."""
     m = len(vecs)
-    sim = [float(vecs[i] @ cue) if live[i] else -np.inf for i in range(m)]
+    rank = cue if rank is None else rank
+    sim = [float(vecs[i] @ rank) if live[i] else -np.inf for i in range(m)]
 
     def search(q, k):
         cand = [i for i in range(m) if live[i]]
@@ -153,6 +155,13 @@ def test_centroid_spread_matches_the_literal_algorithm(seed):
     assert len(s_all) == len(set(s_all)) and all(live[i] for i in s_all)
     assert len(trace) == 2 and all(abs(sum(h["weights"]) - 1) < 1e-9 for h in trace)
     assert np.isneginf(sims[~live]).all()
+    # seeds, weights and re-ranking by another vector (the query): S_0 still by the cue
+    query = vecs[77] + vecs[5]
+    query /= np.linalg.norm(query)
+    qsims, q_all, q_hops, _ = ecphory.centroid_spread(vecs, live, cue, 4, 2, 3, 10, query)
+    ref_q, ref_qhop = reference_spread(vecs, live, cue, 4, 2, 3, 10, query)
+    assert q_all == ref_q and q_hops == [ref_qhop[i] for i in ref_q]
+    assert q_all[:4] == ref_all[:4] and np.allclose(qsims[live], (vecs @ query)[live])
     # D = 0 is the plain cue search
     _, only, h0, t0 = ecphory.centroid_spread(vecs, live, cue, 4, 0, 3, 10)
     assert only == ref_all[:4] and h0 == [0] * 4 and t0 == []
@@ -169,11 +178,12 @@ def test_rank_chunks_orders():
 
 # --- the mode on stores ----------------------------------------------------------------------------
 
-def test_chunks_come_from_provenance_edges_and_direct_search(tmp_path):
+@pytest.mark.parametrize("rerank_by", ["cue", "query"])
+def test_chunks_come_from_provenance_edges_and_direct_search(tmp_path, rerank_by):
     e = FakeEmbedder()
     store = build(tmp_path / "st", e, FakeExtractor())
     out = ask(store, "If Gallu is a demon Lilu is what?", e, explain=True, k=50, k_final=3,
-              direct_chunks=2)
+              direct_chunks=2, rerank_by=rerank_by)
     assert out["mode"] == "ecphory" and not out["rejected"] and "fallback" not in out
     assert out["cues"] == ["Gallu", "Lilu", "demon"] and out["cue_extractor"] == "rules"
     res = out["results"]
@@ -209,10 +219,13 @@ def test_store_without_engrams_falls_back_to_direct_chunk_search(tmp_path):
     out = ask(store, "the Seine flows through Paris", e, k=3)
     assert out["fallback"] == ecphory.FALLBACK_NOTE and not out["rejected"]
     assert [r["source"] for r in out["results"]][:2] == ["Seine", "Paris"]
-    with Store.open(store) as s:
-        q = "the Seine flows through Paris"
-        vec = recall(s, q, e.encode(["Seine, Paris"])[0], RecallConfig(mode="vector", k=3))
-    assert [r["id"] for r in out["results"]] == [r["id"] for r in vec["results"]]
+    q = "the Seine flows through Paris"
+    by_cue = ask(store, q, e, k=3, rerank_by="cue")
+    assert by_cue["cues"] == ["Seine", "Paris"] and "fallback" in by_cue
+    with Store.open(store) as s:  # the fallback is vector search, with the query or the cue
+        for out_, vec in ((out, e.encode([q])[0]), (by_cue, e.encode(["Seine, Paris"])[0])):
+            v = recall(s, q, vec, RecallConfig(mode="vector", k=3))
+            assert [r["id"] for r in out_["results"]] == [r["id"] for r in v["results"]]
     # filters that leave no engram fall back too
     store2 = build(tmp_path / "st2", e, FakeExtractor())
     out = ask(store2, "the Seine flows through Paris", e, types=("episodic",))

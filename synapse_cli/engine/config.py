@@ -105,8 +105,12 @@ SETTINGS: tuple[Setting, ...] = (
     S("ecphory", "expansion", int, 3, "engrams searched per hop, times k_init", "recall", 1, 100),
     S("ecphory", "centroid_seeds", int, 10, "engrams nearest the cue whose weighted centroid is "
       "the next hop's query (Algorithm 1 line 6)", "recall", 1, 10000),
-    S("ecphory", "k_final", int, 10, "engrams kept after re-ranking by cosine to the cue; their "
-      "source chunks are returned", "recall", 1, 10000),
+    S("ecphory", "k_final", int, 20, "engrams kept after re-ranking; their source chunks are "
+      "returned", "recall", 1, 10000),
+    S("ecphory", "rerank_by", str, "query", "what picks the centroid seeds, weights them, "
+      "re-ranks the engrams and finds the direct chunks: query (the seed's eq. 2 and step 3) or "
+      "cue (its Algorithm 1); the cue always finds the first engrams", "recall",
+      choices=("query", "cue")),
     S("ecphory", "direct_chunks", int, 5, "chunks nearest the cue added to the engrams' source "
       "chunks", "recall", 0, 10000),
     S("ecphory", "chunk_rank", str, "rrf", "order of the returned chunks: rrf = reciprocal-rank "

@@ -89,7 +89,8 @@ class RecallConfig:
     hops: int = 2                # D: centroid hops
     expansion: int = 3           # engrams searched per hop: expansion x k_init
     centroid_seeds: int = 10     # engrams of S_all whose weighted centroid is the next query
-    k_final: int = 10            # engrams kept after re-ranking by cosine to the cue
+    k_final: int = 20            # engrams kept after re-ranking
+    rerank_by: str = "query"     # seeds, weights, re-ranking, direct search: query or cue
     direct_chunks: int = 5       # chunks nearest the cue added to the engrams' source chunks
     chunk_rank: str = "rrf"      # order of those chunks: rrf, engram or cosine
     cues: str = "rules"          # cue extractor: rules, or model (the local llama.cpp model)
