@@ -1,7 +1,8 @@
 """SMRCs (seed 001's own benchmark): R-precision and ERC of `synaptic`, `vector` and `synapse`.
 
     python bench/smrcs_recall.py [--data ../shared/data] [--limit N] [--timeline conversation]
-                                 [--propagation original|centroid] [--out bench/out/...json]
+                                 [--propagation centroid|original] [--set KEY=VALUE]
+                                 [--out bench/out/smrcs_recall.json]
 
 Data: smrcs/smrcs_en_dev.json (50 sections; shared/data/README.md). Each section is a past and a
 present conversation of 10 turns. Gold memories are past-turn texts, matched by exact equality
@@ -192,7 +193,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--limit", type=int, default=None, help="first N sections only")
     ap.add_argument("--timeline", choices=("conversation", "turns"), default="conversation")
-    ap.add_argument("--propagation", choices=("original", "centroid"), default="original")
+    ap.add_argument("--propagation", choices=("centroid", "original"), default="centroid")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a SynapticConfig field (e.g. spike_weight=0)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "smrcs_recall.json"))

@@ -67,10 +67,11 @@ def recall(
                                        help="ecphory: extract the query's cues by rules "
                                             "(default, instant) or with the local model "
                                             "(slower). Config: ecphory.cues."),
-    propagation: Optional[str] = typer.Option(None, "--propagation", metavar="original|centroid",
-                                              help="synaptic: one similarity scan per parent "
-                                                   "node (default) or one per layer from the "
-                                                   "parents' centroid (O(n)). Config: "
+    propagation: Optional[str] = typer.Option(None, "--propagation", metavar="centroid|original",
+                                              help="synaptic: one similarity scan per layer "
+                                                   "from the parents' centroid (default, O(n)) "
+                                                   "or one per parent node (the seed's "
+                                                   "original, O(n) per parent). Config: "
                                                    "synaptic.propagation."),
     no_touch: bool = typer.Option(False, "--no-touch",
                                   help="Read only: do not count this recall (reconsolidation)."),

