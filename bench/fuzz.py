@@ -251,7 +251,12 @@ def child(target: str, work: Path, libfuzzer_args: list[str]) -> None:
     """Inside the fuzzing process: instrument, set up, hand over to libFuzzer."""
     import atheris
 
-    # numba compiles the kernels from their bytecode: instrumented, they no longer type-check
+    # numba compiles the kernels from their bytecode: instrumented, they no longer type-check.
+    # `exclude` does not keep out a kernel first imported inside the block (consolidate, run by
+    # setup, spreads activation and computes PageRank), so those are imported before it.
+    import synapse_cli.kernels.activation  # noqa: F401
+    import synapse_cli.kernels.pagerank  # noqa: F401
+
     with atheris.instrument_imports(include=["store_format", "synapse_cli"],
                                     exclude=["synapse_cli.kernels"]):
         setup(work)

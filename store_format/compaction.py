@@ -21,6 +21,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from . import flags as fl
+from . import dormancy as dm
 from . import graph_files as gf
 from . import ingest_index as ix
 from . import manifest as mf
@@ -231,6 +232,15 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
         _write_file(store / spikes_name, [sp.fileheader.pack(sp.MAGIC), entries.tobytes()])
         spikes = {"file": spikes_name, "entries": len(entries)}
 
+    # dormancy-G.dat: the dormancy state of kept records (section 16).
+    dormancy = None
+    if m.dormancy is not None:
+        entries = dm.read(store / m.dormancy["file"], m.dormancy["entries"])
+        entries = entries[np.isin(entries["record_id"], kept_ids)]
+        dormancy_name = mf.generation_name(mf.DORMANCY_NAME, gen)
+        _write_file(store / dormancy_name, [dm.fileheader.pack(dm.MAGIC), entries.tobytes()])
+        dormancy = dict(m.dormancy, file=dormancy_name, entries=len(entries))
+
     updates: dict = {}
     for rewrite in rewriters:
         updates.update(rewrite(store, m, kept_ids, gen))
@@ -258,12 +268,14 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
         ix.read(store / ingest["file"], ingest["entries"])
     if spikes is not None:
         sp.read(store / spikes["file"], spikes["entries"])
+    if dormancy is not None:
+        dm.read(store / dormancy["file"], dormancy["entries"])
 
     new = dataclasses.replace(
         m, generation=gen, segments=new_segments,
         payload=mf.PayloadRef(payload_name, payload_bytes),
         graph=mf.GraphRef(csr_name, edges_name, 0), ingest=ingest, spikes=spikes,
-        **updates)
+        dormancy=dormancy, **updates)
     mf.write_manifest(store, new)  # the commit point
 
     deleted = sorted(mf.named_files(m) - mf.named_files(new))

@@ -46,6 +46,7 @@ BM25_LOG_NAME = "bm25.log"
 BM25_VOCAB_NAME = "bm25.vocab"
 INGEST_NAME = "ingest.idx"
 SPIKES_NAME = "spikes.log"
+DORMANCY_NAME = "dormancy.dat"
 SEGMENT_RE = re.compile(r"seg-(\d{6})\.dat")
 
 
@@ -65,9 +66,10 @@ PAYLOAD_RE, CSR_RE, EDGE_LOG_RE = _gen_re(PAYLOAD_NAME), _gen_re(CSR_NAME), _gen
 BM25_LOG_RE, BM25_VOCAB_RE, INGEST_RE = (_gen_re(BM25_LOG_NAME), _gen_re(BM25_VOCAB_NAME),
                                          _gen_re(INGEST_NAME))
 SPIKES_RE = _gen_re(SPIKES_NAME)
+DORMANCY_RE = _gen_re(DORMANCY_NAME)
 # Every data file a manifest can name; a writer deletes the ones its manifest does not (s. 14.2).
 DATA_FILE_RES = (SEGMENT_RE, PAYLOAD_RE, CSR_RE, EDGE_LOG_RE, BM25_LOG_RE, BM25_VOCAB_RE,
-                 INGEST_RE, SPIKES_RE)
+                 INGEST_RE, SPIKES_RE, DORMANCY_RE)
 
 
 def named_files(m: "Manifest") -> set[str]:
@@ -81,6 +83,8 @@ def named_files(m: "Manifest") -> set[str]:
         names.add(m.ingest["file"])
     if m.spikes is not None:
         names.add(m.spikes["file"])
+    if m.dormancy is not None:
+        names.add(m.dormancy["file"])
     return names
 
 
@@ -129,6 +133,7 @@ class Manifest:
     bm25: dict | None = None  # {"log", "log_bytes", "vocab", "vocab_bytes"} (section 11)
     ingest: dict | None = None  # {"file": "ingest.idx", "entries": n} (section 12)
     spikes: dict | None = None  # {"file": "spikes.log", "entries": n} (section 15)
+    dormancy: dict | None = None  # {"file", "entries", "windows", "last_window"} (s. 16)
 
     @classmethod
     def new(cls, dim: int, embedder: str, header_version: int = 3) -> Manifest:
@@ -169,6 +174,8 @@ def _to_body(m: Manifest) -> dict[str, Any]:
         body["ingest"] = m.ingest
     if m.spikes is not None:
         body["spikes"] = m.spikes
+    if m.dormancy is not None:
+        body["dormancy"] = m.dormancy
     if m.migration is not None:
         body["migration"] = m.migration
     return body
@@ -295,7 +302,8 @@ def _from_body(obj: Any, path: str) -> Manifest:
     c = _Checker(path)
     top = {"store_id", "generation", "header_version", "dim", "embedder", "next_record_id",
            "segments", "payload", "graph"}
-    obj = c.obj(obj, "manifest body", top, optional={"bm25", "migration", "ingest", "spikes"})
+    obj = c.obj(obj, "manifest body", top, optional={"bm25", "migration", "ingest", "spikes",
+                                                       "dormancy"})
     store_id = c.string(obj["store_id"], "store_id")
     if not STORE_ID_RE.fullmatch(store_id):
         raise c.fail(f"store_id {store_id!r} is not 32 lowercase hex digits")
@@ -356,6 +364,18 @@ def _from_body(obj: Any, path: str) -> Manifest:
         spikes = {"file": c.name(sp["file"], "spikes.file", SPIKES_RE),
                   "entries": c.integer(sp["entries"], "spikes.entries", 0, MAX_U64 // 64)}
 
+    dormancy = None
+    if "dormancy" in obj:
+        d = c.obj(obj["dormancy"], "dormancy", {"file", "entries", "windows", "last_window"})
+        dormancy = {"file": c.name(d["file"], "dormancy.file", DORMANCY_RE),
+                    "entries": c.integer(d["entries"], "dormancy.entries", 0, MAX_U64 // 64),
+                    "windows": c.integer(d["windows"], "dormancy.windows", 0, MAX_U64),
+                    "last_window": d["last_window"]}
+        if not isinstance(d["last_window"], list) or len(d["last_window"]) > 1000:
+            raise c.fail("dormancy.last_window must be a list of at most 1000 record ids")
+        for i, rid in enumerate(d["last_window"]):
+            c.integer(rid, f"dormancy.last_window[{i}]", 1, MAX_U64)
+
     migration = None
     if "migration" in obj:
         mig = c.obj(obj["migration"], "migration", {"to", "files"})
@@ -372,7 +392,7 @@ def _from_body(obj: Any, path: str) -> Manifest:
         migration = {"to": mig["to"], "files": list(mig["files"])}
 
     return Manifest(store_id, generation, header_version, dim, embedder, next_record_id,
-                    segments, payload, graph, migration, bm25, ingest, spikes)
+                    segments, payload, graph, migration, bm25, ingest, spikes, dormancy)
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -494,6 +514,8 @@ def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
         needed.append((m.ingest["file"], 16 + 40 * m.ingest["entries"]))
     if m.spikes is not None:
         needed.append((m.spikes["file"], 16 + 24 * m.spikes["entries"]))
+    if m.dormancy is not None:
+        needed.append((m.dormancy["file"], 16 + 20 * m.dormancy["entries"]))
     for name, committed in needed:
         p = store / name
         try:

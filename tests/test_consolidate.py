@@ -168,6 +168,45 @@ def test_low_replay_score_marks_prune_candidates(tmp_path, embedder):
     assert verify(store).ok
 
 
+def test_replay_score_is_utility_times_frequency_bonus(tmp_path, embedder):
+    """Seed 003 B.3: ReplayScore = utility x (1 + bonus for entities the turn shares with another
+    turn or a known node, and for its recalls). Low scorers are kept (consolidated, not in the
+    trash), marked prune_candidate, and `prune --low-utility 0` selects exactly them."""
+    from synapse_cli.engine.consolidate import NodeIndex, replay_scores
+    from synapse_cli.engine.memory import NewMemory
+
+    texts = ["We met Ingrid at the Tate Modern.", "Ingrid liked the Tate Modern a lot.",
+             "it rained all day.", "nothing new today."]
+    store = tmp_path / "st"
+    with StoreWriter.open(store, create=True) as w:
+        ids = w.append([NewMemory(text=t, vector=v, timestamp_ms=1_700_000_000_000 + i,
+                                  storage_strength=0.5, meta={"session": "s"})
+                        for i, (t, v) in enumerate(zip(texts, embedder.encode(texts)))])
+        w.commit()
+        w.refresh()
+        for _ in range(2):  # two recalls of the rainy turn
+            w.touch([ids[2]])
+            w.commit()
+            w.refresh()
+        assert w.header(ids[2]).recall_count == 2
+        win = plan_windows(w, 5)[0]
+        scores = replay_scores(w, win, NodeIndex.load(w), ConsolidateConfig())
+    cands = candidate_spans("\n".join(texts))
+    shared = [sum(1 for c in cands if c in texts[i] and c in texts[1 - i]) for i in (0, 1)]
+    assert shared[0] >= 2 and shared[0] == shared[1]  # Ingrid, Tate Modern
+    expected = [0.25 * (1 + 0.1 * shared[0]), 0.25 * (1 + 0.1 * shared[1]), 0.25 * 1.2, 0.25]
+    assert np.allclose(scores, expected)
+    res = run_fake(store, embedder, prune_threshold=0.28)  # only the repeated and recalled pass
+    assert res.prune_candidates == 1
+    with Store.open(store) as s:
+        flags = [s.header(i).flags for i in ids]
+        assert all(fl.is_consolidated(f) and not fl.is_tombstone(f) for f in flags)
+        assert [s.body(i).get("prune_candidate", False) for i in ids] == [False, False, False,
+                                                                           True]
+    r = run(store, "prune", "--low-utility", "0", "--dry-run", "--json")
+    assert json.loads(r.stdout)["policies"]["low_utility"] == [ids[3]]
+
+
 def test_incoming_edges_capped(tmp_path, embedder):
     store = tmp_path / "st"
     ingest_bytes(store, synthetic(60))

@@ -22,6 +22,7 @@ from store_format import manifest as mf
 from store_format.vectors import quantize_batch
 from synapse_cli.engine import graphview
 from synapse_cli.engine import prune as pr
+from synapse_cli.engine.dormancy import DormancyState
 from synapse_cli.engine.memory import NewMemory
 from synapse_cli.engine.recall import RecallConfig, recall
 from synapse_cli.engine.store import Store, StoreWriter
@@ -113,6 +114,11 @@ def policy_store(tmp_path):
         w.stage()
         w.commit()
     index_store(p)
+    with StoreWriter.open(p) as w:  # consolidation's dormancy state (FORMAT.md 16)
+        archived = [ids["node_orphan"], ids["node_via_dead"], ids["dead"]]
+        DormancyState(archived + [ids["node_linked"]], [10, 12, 10, 3], [0, 0, 0, 0],
+                      [True, True, True, False], windows=12).stage(w)
+        w.commit()
     return p, ids
 
 
@@ -153,9 +159,11 @@ def test_each_policy_selects_what_it_should(policy_store):
         assert names(both)[0] == {"old", "old_important"}
         both.match = "all"
         assert names(both)[0] == {"old"}
-        # a node that only the other policies' victims reach is dormant in the same run
+        # dormant = what consolidation archived (not in the trash already), whatever its edges
         sel = names(pr.PrunePolicy(dormant=True, ids=(ids["episode"],)))[0]
-        assert sel == {"node_orphan", "node_via_dead", "node_linked", "episode"}
+        assert sel == {"node_orphan", "node_via_dead", "episode"}
+        assert pr.select(s, pr.PrunePolicy(dormant=True)).policies["dormant"] == sorted(
+            [ids["node_orphan"], ids["node_via_dead"]])
 
 
 def test_cli_dry_run_lists_each_policy_and_changes_nothing(policy_store):
@@ -229,7 +237,8 @@ def test_mark_pin_resolve(policy_store):
     r = run_cli(["mark", str(rid), str(ids["recent"]), "--pin", "--unresolve"], p)
     assert r.returncode == 0, r.stderr
     rows = [json.loads(x) for x in r.stdout.splitlines()]
-    assert rows[0] == {"id": rid, "pinned": True, "resolved": False, "in_trash": False}
+    assert rows[0] == {"id": rid, "pinned": True, "resolved": False, "in_trash": False,
+                       "dormant": False}
     with Store.open(p) as s:
         f = s.header(rid).flags
         assert fl.is_pinned(f) and not fl.is_resolved(f)
@@ -243,6 +252,15 @@ def test_mark_pin_resolve(policy_store):
     assert r.returncode == 65 and "999999" in r.stderr
     assert run_cli(["mark", str(rid)], p).returncode == 2
     assert dir_digest(p) == before
+    # --restore-dormant: an archived node comes back into the active graph (FORMAT.md 16)
+    node = ids["node_orphan"]
+    r = run_cli(["mark", str(node), str(ids["node_linked"]), "--restore-dormant"], p)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["dormant"] for x in r.stdout.splitlines()] == [False, False]
+    with Store.open(p) as s:
+        sel = pr.select(s, pr.PrunePolicy(dormant=True))
+        assert sel.policies["dormant"] == [ids["node_via_dead"]]
+        assert node not in graphview.build(s).ids[graphview.build(s).dormant].tolist()
     assert verify(p).ok
 
 

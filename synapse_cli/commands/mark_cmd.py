@@ -1,4 +1,5 @@
-"""`synapse mark`: pin / unpin and resolve / unresolve records (flag bits, FORMAT.md 4.1)."""
+"""`synapse mark`: pin / unpin and resolve / unresolve records (flag bits, FORMAT.md 4.1), and
+bring dormant semantic nodes back into the active graph (FORMAT.md 16)."""
 from __future__ import annotations
 
 from typing import List, Optional
@@ -22,9 +23,14 @@ def mark(
     resolve: Optional[bool] = typer.Option(
         None, "--resolve/--unresolve",
         help="Unresolved records (open tasks, Zeigarnik) do not decay and are pruned only by id."),
+    restore_dormant: bool = typer.Option(
+        False, "--restore-dormant",
+        help="Bring semantic nodes that consolidation archived as dormant back into the active "
+             "graph (recall and PageRank see them again)."),
     json: bool = JSON_OPTION,
 ) -> None:
-    """Pin or unpin, resolve or unresolve records; prints each record's flags as NDJSON.
+    """Pin or unpin, resolve or unresolve records, restore dormant nodes; prints each record's
+    flags (and whether it is dormant) as NDJSON.
 
     Every id is checked before anything changes; an unknown id exits 65 and changes nothing.
 
@@ -33,12 +39,12 @@ def mark(
     from ..engine import prune as pr
     from ..engine.store import StoreWriter
 
-    if pin is None and resolve is None:
-        raise UserError("nothing to mark: give --pin/--unpin and/or --resolve/--unresolve",
-                        code=USAGE)
+    if pin is None and resolve is None and not restore_dormant:
+        raise UserError("nothing to mark: give --pin/--unpin, --resolve/--unresolve or "
+                        "--restore-dormant", code=USAGE)
     with StoreWriter.open(store_path(), lock_timeout=lock_timeout()) as w:
         try:
-            rows = pr.mark(w, ids, pin=pin, resolve=resolve)
+            rows = pr.mark(w, ids, pin=pin, resolve=resolve, restore_dormant=restore_dormant)
         except KeyError as exc:
             raise UserError(f"no record with id {exc.args[0]} in this store", code=DATAERR,
                             hint="ids are in the output of ingest and recall") from None
@@ -48,4 +54,4 @@ def mark(
         for r in rows:
             output.stdout_console().print(
                 f"{r['id']}: pinned={r['pinned']} resolved={r['resolved']}"
-                + (" (in trash)" if r["in_trash"] else ""))
+                + (" dormant" if r["dormant"] else "") + (" (in trash)" if r["in_trash"] else ""))

@@ -43,7 +43,8 @@ def prune(
                                      help="When --decayed is evaluated (default: now)."),
     dormant: bool = typer.Option(
         False, "--dormant",
-        help="Semantic nodes never recalled (recall_count 0) with no edge left to a live record."),
+        help="Semantic nodes consolidation archived as dormant (activation below "
+             "dormancy_epsilon for dormancy_windows windows in a row)."),
     low_utility: Optional[float] = typer.Option(
         None, "--low-utility", metavar="BELOW",
         help="Records whose utility (storage_strength/2) is below BELOW, and those consolidation "

@@ -149,6 +149,10 @@ SETTINGS: tuple[Setting, ...] = (
       "prune candidate", "consolidate", 0),
     S("extraction", "assoc_threshold", float, 0.92, "cosine above which two semantic nodes get "
       "an ASSOCIATION edge", "consolidate", -1, 1),
+    S("dormancy", "dormancy_epsilon", float, 0.01, "activation below which a consolidation "
+      "window counts as low for a semantic node (seed 000)", "consolidate", 0),
+    S("dormancy", "dormancy_windows", int, 10, "low windows in a row that archive a semantic "
+      "node as dormant (seed 000: W = 10; 0 = never)", "consolidate", 0, 1_000_000),
     S("gating", "goal", str, None, "ingest drops input unrelated to this goal", "ingest"),
     S("gating", "goal_threshold", float, 0.1, "cosine an item needs to pass the goal", "ingest",
       -1, 1),

@@ -9,10 +9,12 @@ Per window of N unconsolidated episodes of one session or source (oldest first):
    into an existing node with the same name or cosine >= 0.92 (EMA of the vector);
 4. ABSTRACTION edges episode <-> node, RELATION edges from the extraction, ASSOCIATION edges
    between similar nodes, at most K incoming non-temporal edges per node;
-5. commit (nodes, edges, BM25 postings, new payload entries), and only then rewrite existing
-   records in place (consolidated flags, EMA vectors): see FORMAT.md 13.3 for why that order
-   makes a crash at any point safe to re-run.
-Dormancy / node garbage collection (seed 000 3.1) is not done here yet.
+5. dormancy (seed 000 3.1, engine/dormancy.py): the window's activation is observed over the
+   committed graph and the new state staged into the same commit;
+6. commit (nodes, edges, BM25 postings, new payload entries, dormancy state), and only then
+   rewrite existing records in place (consolidated flags, EMA vectors): see FORMAT.md 13.3 for
+   why that order makes a crash at any point safe to re-run.
+After the last window, PageRank of the new graph is computed and cached (FORMAT.md 16.3).
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from store_format import flags as fl
 from store_format import graph_files as gf
 
 from ..models.extractor import candidate_spans, speaker_entities, window_text
+from . import pagerank_cache
+from .dormancy import DormancyConfig, DormancyState
 from .extract_cache import ExtractCache, cache_key
 from .memory import NewMemory
 from .store import StoreWriter
@@ -43,6 +47,8 @@ class ConsolidateConfig:
     ema: float = 0.1                # weight of the new vector in a merge
     entity_bonus: float = 0.1       # per entity repeated in the window or already known (<= 5)
     recall_bonus: float = 0.1       # per recall (<= 10)
+    dormancy_epsilon: float = 0.01  # seed 000: activation below this is a low window
+    dormancy_windows: int = 10      # seed 000: W low windows in a row archive a node; 0 = never
     max_seconds: float | None = None
 
 
@@ -62,6 +68,8 @@ class ConsolidateResult:
     edges: int = 0
     edges_removed: int = 0
     prune_candidates: int = 0
+    archived: int = 0               # nodes archived as dormant by this run
+    woken: int = 0                  # archived nodes a window named again
     cache_hits: int = 0
     extract_seconds: float = 0.0
     seconds: float = 0.0
@@ -72,8 +80,8 @@ class ConsolidateResult:
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("windows", "episodes", "nodes_created",
                                            "nodes_merged", "edges", "edges_removed",
-                                           "prune_candidates", "cache_hits", "left_windows",
-                                           "left_episodes")}
+                                           "prune_candidates", "archived", "woken",
+                                           "cache_hits", "left_windows", "left_episodes")}
         d["seconds"] = round(self.seconds, 3)
         d["extract_seconds"] = round(self.extract_seconds, 3)
         return d
@@ -84,18 +92,39 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / max(float(np.linalg.norm(v)), 1e-12)
 
 
-def plan_windows(store, size: int) -> list[Window]:
+def _window(chunk: list[tuple[int, int, dict]]) -> Window:
+    texts = [f"{b['speaker']}: {b['text']}" if b.get("speaker") else b["text"]
+             for _, _, b in chunk]
+    return Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk))
+
+
+def plan_windows(store, size: int, resume=()) -> list[Window]:
     """Unconsolidated live episodes grouped by session, else source, else alone; each stream in
-    (timestamp, id) order cut into windows of `size`; windows ordered oldest first."""
+    (timestamp, id) order cut into windows of `size`; windows ordered oldest first.
+
+    `resume`: the episodes of the last window committed (FORMAT.md 16). When a crash
+    interrupted its in-place rewrites, some of them are still unflagged: that window comes
+    first, whole (flagged members included), so it is redone exactly (extraction cache hit,
+    same nodes and edge keys) and the later windows keep the boundaries of an uninterrupted
+    run."""
+    resume = {int(i) for i in resume}
     streams: dict[str, list[tuple[int, int, dict]]] = {}
+    again: list[tuple[int, int, dict]] = []
+    pending = False
     for seg in store.segments:
         f = np.asarray(seg.headers["flags"])
-        todo = (fl.memory_type_code(f) == fl.MemoryType.EPISODIC) & ~fl.is_tombstone(f) \
-            & ~fl.is_consolidated(f)
+        live = (fl.memory_type_code(f) == fl.MemoryType.EPISODIC) & ~fl.is_tombstone(f)
+        todo = live & ~fl.is_consolidated(f)
+        ids = np.asarray(seg.ids)
+        in_resume = live & np.isin(ids, np.fromiter(resume, np.uint64, len(resume)))
         ts = np.asarray(seg.headers["timestamp_ms"])
-        for row in np.flatnonzero(todo):
-            rid = int(seg.ids[row])
+        for row in np.flatnonzero(todo | in_resume):
+            rid = int(ids[row])
             body = store.body(rid)
+            if in_resume[row]:
+                again.append((int(ts[row]), rid, body))
+                pending |= bool(todo[row])
+                continue
             key = (f"session:{body['session']}" if body.get("session") else
                    f"source:{body['source']}" if body.get("source") else f"record:{rid}")
             streams.setdefault(key, []).append((int(ts[row]), rid, body))
@@ -103,11 +132,11 @@ def plan_windows(store, size: int) -> list[Window]:
     for items in streams.values():
         items.sort(key=lambda x: (x[0], x[1]))
         for i in range(0, len(items), size):
-            chunk = items[i:i + size]
-            texts = [f"{b['speaker']}: {b['text']}" if b.get("speaker") else b["text"]
-                     for _, _, b in chunk]
-            windows.append(Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk)))
+            windows.append(_window(items[i:i + size]))
     windows.sort(key=lambda w: (w.timestamp_ms - 0, w.ids[0]))
+    if pending:
+        again.sort(key=lambda x: (x[0], x[1]))
+        windows.insert(0, _window(again))
     return windows
 
 
@@ -204,8 +233,8 @@ def replay_scores(w: StoreWriter, win: Window, nodes: NodeIndex,
 
 
 def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: ExtractCache,
-                    nodes: NodeIndex, inedges: InEdges, cfg: ConsolidateConfig,
-                    res: ConsolidateResult) -> None:
+                    nodes: NodeIndex, inedges: InEdges, dormancy: DormancyState,
+                    cfg: ConsolidateConfig, res: ConsolidateResult) -> None:
     scores = replay_scores(w, win, nodes, cfg)
     keep = [i for i in range(len(win.ids)) if scores[i] >= cfg.prune_threshold]
     kept_ids = [win.ids[i] for i in keep]
@@ -315,6 +344,15 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         w.add_edges(rs, rd, np.asarray(rt, np.uint8), 0.0, gf.REMOVE)
         res.edges_removed += len(rs)
 
+    # Dormancy: observed over the committed graph, staged into this window's commit.
+    named = {nodes.ids[i] for i in window_nodes.values() if i < n_existing}
+    before = set(dormancy.archived_ids())
+    archived = dormancy.observe(w, win.ids, named, DormancyConfig(cfg.dormancy_epsilon,
+                                                                  cfg.dormancy_windows))
+    dormancy.stage(w)
+    res.woken += len(before & named)
+    res.archived += len(archived)
+
     # In-place rewrites of committed records: applied by commit() after the manifest.
     for i in touched_existing:
         w.rewrite_after_commit(nodes.ids[i], vector=nodes.vectors[i],
@@ -344,7 +382,8 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
     cfg = cfg or ConsolidateConfig()
     t0 = time.perf_counter()
     res = ConsolidateResult()
-    windows = plan_windows(w, cfg.window)
+    dormancy = DormancyState.load(w)
+    windows = plan_windows(w, cfg.window, resume=dormancy.last_window)
     if not windows:
         res.seconds = time.perf_counter() - t0
         return res
@@ -356,8 +395,10 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
             res.left_windows = len(windows) - n
             res.left_episodes = sum(len(x.ids) for x in windows[n:])
             break
-        _process_window(w, win, extractor, embedder, cache, nodes, inedges, cfg, res)
+        _process_window(w, win, extractor, embedder, cache, nodes, inedges, dormancy, cfg, res)
         if progress is not None:
             progress(n + 1, len(windows))
+    if res.windows:  # the graph changed: PageRank once, for every recall until the next change
+        pagerank_cache.refresh(w)
     res.seconds = time.perf_counter() - t0
     return res

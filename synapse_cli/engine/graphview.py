@@ -1,12 +1,13 @@
 """The arrays recall works on: every committed record in id order, with the graph mapped onto
 record positions (the stored CSR only has rows for records that have edges). Edges touching a
-tombstoned record are dropped."""
+tombstoned or archived (dormant, FORMAT.md 16) record are dropped."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from store_format import dormancy as dm
 from store_format import flags as fl
 from store_format import spikes as sp
 
@@ -23,6 +24,7 @@ class RecallArrays:
     weights: np.ndarray      # f32 [m]
     types: np.ndarray        # u8 [m]
     spikes: np.ndarray = field(default_factory=lambda: np.zeros(0, sp.ENTRY_DTYPE))  # the log
+    dormant: np.ndarray | None = None  # bool [n]: archived by dormancy (FORMAT.md 16)
     # per-snapshot results recall reuses across queries (BM25 index, PageRank); filled lazily
     cache: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -32,6 +34,10 @@ class RecallArrays:
         if "spike_trains" not in self.cache:
             self.cache["spike_trains"] = sp.trains(self.spikes, self.ids, self.timestamps)
         return self.cache["spike_trains"]
+
+    def __post_init__(self):
+        if self.dormant is None:
+            self.dormant = np.zeros(len(self.ids), bool)
 
     @property
     def n(self) -> int:
@@ -46,6 +52,7 @@ def build(store: Store) -> RecallArrays:
         if store.segments else np.zeros(0, np.int64)
     flags = np.concatenate([np.asarray(s.headers["flags"], np.uint8) for s in store.segments]) \
         if store.segments else np.zeros(0, np.uint8)
+    dormant = np.isin(ids, dm.archived_ids(store.path, store.manifest.dormancy))
     g = store.graph()
     indptr = np.zeros(n + 1, np.int64)
     if g.n_edges and n:
@@ -59,8 +66,9 @@ def build(store: Store) -> RecallArrays:
         dst_ok = row_ok[g.indices.astype(np.int64)]
         keep = src_ok & dst_ok
         # A tombstoned record is in the trash (FORMAT.md 14.1): no activation flows through it
-        # and it takes no part in PageRank, exactly as after compaction removed it.
-        dead = fl.is_tombstone(flags)
+        # and it takes no part in PageRank, exactly as after compaction removed it. An archived
+        # (dormant) node is out of the active graph the same way until it is woken (16).
+        dead = fl.is_tombstone(flags) | dormant
         keep[keep] &= ~dead[src[keep]] & ~dead[dst[keep]]
         src, dst = src[keep], dst[keep]
         order = np.argsort(src, kind="stable")
@@ -74,4 +82,4 @@ def build(store: Store) -> RecallArrays:
         weights = np.zeros(0, np.float32)
         types = np.zeros(0, np.uint8)
     return RecallArrays(ids, ts, flags, indptr, indices, np.ascontiguousarray(weights, np.float32),
-                        np.ascontiguousarray(types, np.uint8), store.spike_entries())
+                        np.ascontiguousarray(types, np.uint8), store.spike_entries(), dormant)

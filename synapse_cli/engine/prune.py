@@ -9,9 +9,8 @@ Policies (combinable; a record is selected when any policy matches, or every one
 ``match="all"``):
 - decayed: effective decay (seed 004, `scoring.effective_decay`) x importance below a
   threshold at a time;
-- dormant: semantic nodes never recalled (recall_count 0) with no edge left to a live record
-  (consolidation does not track activation windows yet, so seed 000's "activation below
-  epsilon for W windows" is approximated by "nothing live reaches it and nobody asked");
+- dormant: semantic nodes that consolidation archived because their activation stayed below
+  epsilon for W windows (seed 000 garbage collection; engine/dormancy.py, FORMAT.md 16);
 - low utility: header utility (storage_strength / 2, CraniMem) below a threshold, or marked
   `prune_candidate` by consolidation (seed 003);
 - before: formed before a time;
@@ -32,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from store_format import compaction
+from store_format import dormancy as dm
 from store_format import flags as fl
 from store_format import graph_files as gf
 from store_format.tags import encode_tags, normalize_tag
@@ -111,23 +111,8 @@ def _exact_tags(body: dict) -> set[str]:
 
 
 def _dormant(store: Store, t: Table, live: np.ndarray) -> np.ndarray:
-    """Mask of live, unpinned semantic nodes with recall_count 0 and no edge (either
-    direction) to a record in `live`."""
-    cand = (live & (fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC) & (t.recall == 0))
-    g = store.graph()
-    if g.n_edges and cand.any():
-        src = np.repeat(g.node_ids, np.diff(g.indptr.astype(np.int64)))
-        dst = g.node_ids[g.indices.astype(np.intp)]
-        pos_s, pos_d = np.searchsorted(t.ids, src), np.searchsorted(t.ids, dst)
-        ok_s = (pos_s < len(t.ids)) & (t.ids[np.minimum(pos_s, len(t.ids) - 1)] == src)
-        ok_d = (pos_d < len(t.ids)) & (t.ids[np.minimum(pos_d, len(t.ids) - 1)] == dst)
-        ok = ok_s & ok_d & (src != dst)
-        pos_s, pos_d = pos_s[ok], pos_d[ok]
-        linked = np.zeros(len(t.ids), bool)
-        linked[pos_s[live[pos_d]]] = True  # has an out-edge to a live record
-        linked[pos_d[live[pos_s]]] = True  # has an in-edge from one
-        cand &= ~linked
-    return cand
+    """Mask of live records the committed dormancy state archives (FORMAT.md 16)."""
+    return live & np.isin(t.ids, dm.archived_ids(store.path, store.manifest.dormancy))
 
 
 def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None = None) -> Selection:
@@ -174,11 +159,8 @@ def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None 
         masks["tag"] = m
     if policy.query is not None:
         masks["query"] = _query_mask(store, policy, t, live, embedder, now_ms, sel)
-    if policy.dormant:  # last: nodes only the other policies' victims still reach are dormant
-        others = [masks[k] for k in masks]
-        doomed = np.logical_or.reduce(others) if others and policy.match == "any" \
-            else np.zeros(n, bool)
-        masks["dormant"] = _dormant(store, t, live & ~doomed)
+    if policy.dormant:
+        masks["dormant"] = _dormant(store, t, live)
 
     for name in POLICY_NAMES:
         if name in masks:
@@ -253,8 +235,12 @@ def restore(w: StoreWriter, ids) -> dict:
             "not_found": missing}
 
 
-def mark(w: StoreWriter, ids, pin: bool | None = None, resolve: bool | None = None) -> list[dict]:
-    """Pin/unpin and resolve/unresolve records; every id is checked before anything changes."""
+def mark(w: StoreWriter, ids, pin: bool | None = None, resolve: bool | None = None,
+         restore_dormant: bool = False) -> list[dict]:
+    """Pin/unpin and resolve/unresolve records, and bring dormant (archived) nodes back into
+    the active graph; every id is checked before anything changes."""
+    from . import dormancy
+
     ids = list(dict.fromkeys(int(i) for i in ids))
     for rid in ids:
         w.locate(rid)  # KeyError for an unknown id, before any write
@@ -267,11 +253,14 @@ def mark(w: StoreWriter, ids, pin: bool | None = None, resolve: bool | None = No
             f = fl.set_flag(f, fl.RESOLVED, resolve)
         updates[rid] = f
     w.set_flags(updates)
+    if restore_dormant:
+        dormancy.restore(w, ids)
+    dormant = dormancy.archived(w)
     out = []
     for rid in ids:
         f = updates[rid]
         out.append({"id": rid, "pinned": bool(fl.is_pinned(f)), "resolved": bool(fl.is_resolved(f)),
-                    "in_trash": bool(fl.is_tombstone(f))})
+                    "in_trash": bool(fl.is_tombstone(f)), "dormant": rid in dormant})
     return out
 
 
@@ -360,6 +349,9 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
     scrubbed = compaction.scrub(w.path) if purge else []
     w.manifest = w._pending = res.manifest
     w.refresh()
+    from .pagerank_cache import remove
+
+    remove(w.path)  # its record positions are the old store's
     after = store_bytes(w.path)
     return {"compacted": True, "purged": purge, "removed_records": len(res.removed_ids),
             "removed_ids": [int(x) for x in res.removed_ids], "derived_nodes": derived,

@@ -233,6 +233,8 @@ def _top(scores: np.ndarray, k: int, floor: float = -np.inf) -> np.ndarray:
 def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                     query_vec: np.ndarray, cfg: RecallConfig, now_ms: int) -> Signals:
     sim, dec, imp = _scan(store, query_vec, cfg, now_ms, arrays.cache)
+    if arrays.dormant.any():  # archived nodes are out of the active graph (FORMAT.md 16)
+        sim[arrays.dormant] = -np.inf
     passed = np.isfinite(sim)
     bm25 = (_bm25(store, query, arrays.ids, passed, arrays.cache) if cfg.mode != "vector"
             else np.zeros(len(sim)))
@@ -270,11 +272,10 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
             act[~passed] = 0
         if cfg.graph and len(arrays.indices):
             pr = arrays.cache.get("pagerank")
-            if pr is None:  # a property of the graph, not of the query: once per snapshot
-                from ..kernels.pagerank import pagerank
+            if pr is None:  # a property of the graph, not of the query: once per snapshot,
+                from .pagerank_cache import pagerank_for  # from consolidation's cache if fresh
 
-                pr, _ = pagerank(arrays.indptr, arrays.indices, arrays.weights, validate=False)
-                pr = arrays.cache["pagerank"] = _norm(np.asarray(pr, np.float64)).astype(np.float32)
+                pr = arrays.cache["pagerank"] = pagerank_for(store, arrays)
     return Signals(sim, dec, imp, bm25, act, pr, pred, anchors)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from store_format import graph_files as gf
-from store_format import ingest_index, spikes
+from store_format import dormancy, ingest_index, spikes
 from store_format import manifest as mf
 from store_format import segments as sg
 from store_format.errors import StoreError, StoreNotFound, UnsafeStore
@@ -154,7 +154,8 @@ def _verify(store_dir) -> Report:
 
 
 def _check_indexes(store: Path, m: mf.Manifest, report: Report) -> None:
-    """The BM25 files (FORMAT.md 11.3), the ingest index (12) and the spike log (15)."""
+    """The BM25 files (FORMAT.md 11.3), the ingest index (12), the spike log (15) and the
+    dormancy state (16)."""
     if m.bm25 is not None:
         from ..models import bm25
 
@@ -177,6 +178,12 @@ def _check_indexes(store: Path, m: mf.Manifest, report: Report) -> None:
                 spikes.read(store / m.spikes["file"], m.spikes["entries"]))
         except StoreError as exc:
             report.problems.append(_problem(exc, m.spikes["file"]))
+    if m.dormancy is not None:
+        try:
+            report.checked["dormancy_entries"] = len(
+                dormancy.read(store / m.dormancy["file"], m.dormancy["entries"]))
+        except StoreError as exc:
+            report.problems.append(_problem(exc, m.dormancy["file"]))
 
 
 def _check_payload_owners(store: Path, m: mf.Manifest, s: mf.Segment, report: Report) -> None:
