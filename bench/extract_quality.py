@@ -10,6 +10,7 @@ bench/out/extract_quality.json. Annotation guideline and matching rule: bench/RE
 
     python bench/extract_quality.py --data ../shared/data
     python bench/extract_quality.py --data ../shared/data --no-salience    # the x2 candidate rule
+    python bench/extract_quality.py --data ../shared/data --sweep 0.25,0.3,0.35,0.4  # no model
     python bench/extract_quality.py --data ../shared/data --model other.gguf --limit 10
 """
 from __future__ import annotations
@@ -24,7 +25,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from synapse_cli.models.extractor import LlamaExtractor, window_text  # noqa: E402
+from synapse_cli.models.extractor import (CANDIDATE_POOL, LlamaExtractor,  # noqa: E402
+                                          candidate_spans, window_text)
+from synapse_cli.models.salience import is_name_like, salience  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDS = {"tune": ROOT / "bench" / "extract_gold.json",
@@ -83,6 +86,63 @@ def prf(tp: int, npred: int, ngold: int) -> dict:
             "f1": round(2 * p * r / (p + r), 3) if p + r else 0.0}
 
 
+def auc(pos: list[float], neg: list[float]) -> float | None:
+    """Probability that a gold candidate scores above a non-gold one (ties count half)."""
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return round(wins / (len(pos) * len(neg)), 3)
+
+
+def sweep(data: Path, golds: dict, thresholds: list[float]) -> dict:
+    """Names only, without the model (which only types candidates unless --skip): precision and
+    recall of the first 6 spans (no filter, the x2 selection) and of the salience filter at
+    each threshold; and how well two signals separate gold from non-gold common-noun candidates
+    of the pool (AUC): salience, and the rarity of the head word over every turn of the LoCoMo
+    file (a word said in every conversation would be filler, if that separated anything)."""
+    from synapse_cli.models.embedder import get_embedder
+
+    emb = get_embedder()
+    convs = json.loads((data / "locomo" / "locomo_dev.json").read_text("utf-8"))
+    df: dict[str, int] = {}
+    for c in convs:
+        for k, v in c["conversation"].items():
+            if k.startswith("session_") and isinstance(v, list):
+                for t in v:
+                    for w in set(re.findall(r"[a-z][a-z'-]*", t["text"].casefold())):
+                        df[w] = df.get(w, 0) + 1
+    out = {}
+    for split, path in golds.items():
+        gold = json.loads(path.read_text("utf-8"))
+        rows = []
+        for gw, turns in zip(gold["windows"], window_turns(data, gold)):
+            pool = candidate_spans(window_text(turns), limit=CANDIDATE_POOL)
+            rows.append((gw, turns, pool, salience(pool, turns, emb)))
+        res = {}
+        for t in [None, *thresholds]:
+            tot = {"tp": 0, "pred": 0, "gold": 0}
+            for gw, turns, pool, sal in rows:
+                kept = candidate_spans(window_text(turns)) if t is None else \
+                    [c for c, v in zip(pool, sal) if is_name_like(c) or v >= t]
+                sc = score_window([{"name": c, "type": ""} for c in kept], gw["entities"])
+                for k in tot:
+                    tot[k] += sc[k]
+            res["first 6, no salience" if t is None else f"salience >= {t}"] = \
+                prf(tot["tp"], tot["pred"], tot["gold"])
+        sig = {"salience": ([], []), "head_word_df": ([], [])}
+        for gw, turns, pool, sal in rows:
+            keys = {norm(k) for g in gw["entities"] for k in [g["name"], *g.get("aliases", [])]}
+            for c, v in zip(pool, sal):
+                if is_name_like(c):
+                    continue  # the filter leaves names alone
+                i = 0 if norm(c) in keys else 1
+                sig["salience"][i].append(v)
+                sig["head_word_df"][i].append(-df.get(c.split()[-1].casefold(), 0))
+        res["auc_common_nouns"] = {k: auc(*v) for k, v in sig.items()}
+        out[split] = res
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -96,10 +156,16 @@ def main() -> None:
                     help="no salience filter: the first 6 candidate spans (the x2 selection)")
     ap.add_argument("--limit", type=int, default=None, help="first N windows of each split only")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "extract_quality.json")
+    ap.add_argument("--sweep", default=None,
+                    help="comma-separated salience thresholds: names only, no model")
     args = ap.parse_args()
 
     golds = {"custom": args.gold} if args.gold else \
         {k: v for k, v in GOLDS.items() if args.split in (k, "all")}
+    if args.sweep:
+        print(json.dumps(sweep(args.data, golds, [float(t) for t in args.sweep.split(",")]),
+                         indent=1))
+        return
     t = time.perf_counter()
     x = LlamaExtractor(args.model, threads=args.threads, use_salience=not args.no_salience,
                        **({"skip": True} if args.skip else {}))
