@@ -1,7 +1,8 @@
 """Noise robustness on LoCoMo (seed 003's clean-vs-noisy protocol).  Prints one JSON object.
 
     python bench/locomo_noise.py [--data ../shared/data] [--source hotpot,conv] [--every 5]
-                                 [--m 5] [--seed 0] [--limit-conv N]
+                                 [--m 5] [--seed 0] [--goal-threshold 0.1] [--limit-conv N]
+                                 [--session same|own]
 
 Per development conversation and per condition, a fresh store is built with the engine's
 `ingest()` (default IngestConfig apart from the goal), then every question is recalled in each
@@ -15,6 +16,8 @@ mode (`synapse` with its gate, `vector`, `bm25`, `hybrid`), as bench/locomo_reca
                    `hotpot`: the first two sentences of a HotpotQA corpus passage (titles in a
                    fixed shuffled order, `--seed`); `conv`: the turns, in order, of the next
                    development conversation (its own speakers replaced by this conversation's);
+(`--session own`: a distractor goes to a session of its own, "<session>:noise", so it is off
+the turns' temporal chain: a probe of how much of a mode's drop comes from the broken chain),
 and each of them again with goal gating on (`IngestConfig.goal`, GOAL below: ingest drops an
 item whose cosine to the goal is below `goal_threshold`, default 0.1).
 
@@ -98,9 +101,11 @@ def conv_pool(data: list[dict], index: int) -> list[str]:
     return [it.text for it in turns_of(other, other["sample_id"])]
 
 
-def noisy_stream(items: list[Item], pool: list[str], every: int, m: int) -> tuple[list[Item], int]:
+def noisy_stream(items: list[Item], pool: list[str], every: int, m: int,
+                 own_session: bool = False) -> tuple[list[Item], int]:
     """The turns with `m` distractors after every `every`-th turn (pool used in order, wrapping);
-    a distractor copies the speaker, session and time of the turn before it."""
+    a distractor copies the speaker, session and time of the turn before it (with
+    `own_session`, its session is that session + ':noise')."""
     out, used = [], 0
     for j, it in enumerate(items):
         out.append(it)
@@ -109,7 +114,8 @@ def noisy_stream(items: list[Item], pool: list[str], every: int, m: int) -> tupl
                 text = pool[used % len(pool)]
                 used += 1
                 out.append(Item(text=text, where=f"noise:{used}", timestamp_ms=it.timestamp_ms,
-                                speaker=it.speaker, session=it.session))
+                                speaker=it.speaker, session=f"{it.session}:noise"
+                                if own_session else it.session))
     return out, used
 
 
@@ -192,10 +198,11 @@ def run(args) -> dict:
         streams = {"clean": (items, 0)}
         for s in sources:
             pool = hotpot_pool(data_dir, args.seed, sid) if s == "hotpot" else conv_pool(data, index)
-            streams[f"noisy-{s}"] = noisy_stream(items, pool, args.every, args.m)
+            streams[f"noisy-{s}"] = noisy_stream(items, pool, args.every, args.m,
+                                                 args.session == "own")
         for cond, (stream, n_noise) in streams.items():
             for goal in (False, True):
-                cfg = IngestConfig(goal=GOAL if goal else None)
+                cfg = IngestConfig(goal=GOAL if goal else None, goal_threshold=args.goal_threshold)
                 with tempfile.TemporaryDirectory(prefix="synapse-noise-") as tmp:
                     path = Path(tmp) / "store"
                     t = time.perf_counter()
@@ -237,13 +244,14 @@ def run(args) -> dict:
         "questions_scored": {str(k): counts[k] for k in sorted(counts)},
         "skipped": dict(skipped),
         "protocol": {
-            "schedule": f"after every {args.every}th turn, {args.m} distractors (same speaker, "
-                        "session and time as that turn)",
+            "schedule": f"after every {args.every}th turn, {args.m} distractors (same speaker "
+                        "and time as that turn; " + ("same session" if args.session == "same"
+                                                     else "a session of their own") + ")",
             "sources": {"hotpot": "first two sentences of a HotpotQA corpus passage, titles in "
                                   f"a shuffled order (seed {args.seed}, per conversation)",
                         "conv": "turns of the next development conversation, in order"},
             "goal": GOAL,
-            "goal_threshold": IngestConfig().goal_threshold,
+            "goal_threshold": args.goal_threshold,
             "consolidation": "none (ingest only)",
             "metric": "evidence recall@10 over categories 1-4 (question-weighted); a rejected "
                       "query scores 0; noise drop = clean - noisy in the same gating setting",
@@ -265,6 +273,10 @@ def main():
     p.add_argument("--every", type=int, default=5, help="inject after every N-th turn")
     p.add_argument("--m", type=int, default=5, help="distractors per injection")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--goal-threshold", type=float, default=IngestConfig().goal_threshold,
+                   help="cosine to the goal an item needs (default: ingest's)")
+    p.add_argument("--session", choices=("same", "own"), default="same",
+                   help="distractors in the session of the turn before them, or in their own")
     p.add_argument("--limit-conv", type=int, default=0, help="only the first N conversations")
     args = p.parse_args()
     if args.every < 1 or args.m < 0:

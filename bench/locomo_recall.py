@@ -73,6 +73,9 @@ def modes(tau: float) -> dict[str, RecallConfig]:
     flip = not base.semantic_results
     out["semantic-results" if flip else "no-semantic-results"] = dataclasses.replace(
         base, semantic_results=flip)
+    # semantic nodes neither anchor nor are returned (the scan filters them), but activation
+    # still flows through them
+    out["episodic-only"] = dataclasses.replace(base, types=("episodic",))
     return out
 
 

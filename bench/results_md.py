@@ -36,6 +36,43 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     return out + [""]
 
 
+def targets_section(r: dict, noise: dict | None) -> list[str]:
+    """Issue 10's targets, each against the numbers of the runs below."""
+    m = r["modes"]
+    s, h = m["synapse"]["as_configured"]["recall@10"], m["hybrid"]["as_configured"]["recall@10"]
+    rows = [["recall@10 over 1-4 at least hybrid + 8", f"{fmt(s['all_1_4'])} vs {fmt(h['all_1_4'])}",
+             round(s["all_1_4"] - h["all_1_4"] - 8, 2)],
+            ["multi-hop at least hybrid + 8", f"{fmt(s['1_multi-hop'])} vs {fmt(h['1_multi-hop'])}",
+             round(s["1_multi-hop"] - h["1_multi-hop"] - 8, 2)],
+            ["no category below hybrid", "lowest margin " + min(
+                (f"{fmt(round(s[c] - h[c], 2))} ({c})" for c in CATS[1:]), key=lambda x: float(
+                    x.split()[0])), round(min(s[c] - h[c] for c in CATS[1:]), 2)]]
+    g = r["gate"]
+    best = g["calibrated"]
+    rows.append(["gate rejects >= 50% of category 5 at <= 5% false refusals",
+                 f"default tau: {g['default_rejection_rate_cat5']}% at "
+                 f"{g['default_false_refusal_rate_1_4']}%; best tau: "
+                 f"{best['rejection_rate_cat5']}% at {best['false_refusal_rate_1_4']}%",
+                 round(best["rejection_rate_cat5"] - 50, 2)])
+    v = g.get("verify")
+    if v and v.get("calibrated_loco"):
+        lo = v["calibrated_loco"]
+        rows.append(["  with recall --verify (threshold calibrated on the other conversations)",
+                     f"{lo['rejected_cat5']}% at {lo['false_refusal_1_4']}%",
+                     round(lo["rejected_cat5"] - 50, 2)])
+    if noise:
+        for cond, t in noise["target_synapse_goal_drop_at_most_half_of_vector"].items():
+            rows.append([f"noise drop (synapse + goal) <= half of vector's, {cond}",
+                         f"{fmt(t['synapse_with_goal_drop'])} vs {fmt(t['vector_drop'])}",
+                         round(t["vector_drop"] / 2 - t["synapse_with_goal_drop"], 2)])
+    p50, hp50 = m["synapse"]["latency_ms_p50"], m["hybrid"]["latency_ms_p50"]
+    rows.append(["recall p50 latency within 3x of hybrid", f"{fmt(p50)} vs {fmt(hp50)} ms",
+                 round(3 * hp50 - p50, 2)])
+    L = ["## Targets of issue 10 (from the runs below)", ""]
+    L += table(["target", "measured", "margin (negative = missed by)"], rows)
+    return L
+
+
 def recall_section(r: dict) -> list[str]:
     t = r["timing"]
     modes = r["modes"]
@@ -132,9 +169,36 @@ def verify_section(v: dict) -> list[str]:
     return L
 
 
+def cons_section(r: dict) -> list[str]:
+    """The same benchmark over the consolidated stores: what consolidation does to recall."""
+    modes = r["modes"]
+    L = ["## Consolidated stores (bench/locomo_recall.py --stores cons)", ""]
+    L += [f"Command: `{r['command']}` — run {r['date_utc']} UTC, load average "
+          f"{r['timing']['loadavg_1m_at_start_and_end'][0]} at start. Store: "
+          f"{r['setup']['store']}. `synapse` = engine defaults (semantic nodes carry activation "
+          "but take no result slot); `semantic-results` = they may be returned (the default "
+          "before); `episodic-only` = they neither anchor nor are returned, activation still "
+          "flows through them. recall@10:", ""]
+    first = ["synapse", "semantic-results", "no-semantic-results", "episodic-only", "vector",
+             "bm25", "hybrid"]
+    order = [m for m in first if m in modes] + sorted(
+        m for m in modes if m not in first and m.startswith("no-"))
+    convs = list(modes["synapse"]["as_configured"].get(
+        "recall@10_all_1_4_per_conversation", {}))
+    rows = []
+    for m in order:
+        e = modes[m]["as_configured"]
+        per = e.get("recall@10_all_1_4_per_conversation", {})
+        rows.append([m, *[e["recall@10"][c] for c in CATS], *[per.get(c) for c in convs]])
+    L += table(["mode", *HEAD, *convs], rows)
+    return L
+
+
 def noise_section(n: dict) -> list[str]:
     p = n["protocol"]
-    L = ["## Noise robustness (bench/locomo_noise.py, seed 003's clean-vs-noisy protocol)", ""]
+    where = "their own session" if "of their own" in p["schedule"] else "the turns' session"
+    L = [f"## Noise robustness: goal threshold {p['goal_threshold']}, distractors in {where} "
+         "(bench/locomo_noise.py, seed 003's clean-vs-noisy protocol)", ""]
     L += [f"Command: `{n['command']}` — run {n['date_utc']} UTC, load average "
           f"{n['timing']['loadavg_1m_at_start_and_end'][0]} at start, {n['timing']['total_s']} s. "
           f"Conversations {', '.join(n['conversations'])}; questions {n['questions_scored']}.",
@@ -249,15 +313,23 @@ def main():
     p.add_argument("--tune", nargs="*", default=[str(ROOT / "bench" / "out" / "locomo_tune.json")])
     p.add_argument("--out", default=str(ROOT / "docs" / "RESULTS.md"))
     p.add_argument("--probe", default=str(ROOT / "bench" / "out" / "locomo_speaker_probe.json"))
-    p.add_argument("--noise", default=str(ROOT / "bench" / "out" / "locomo_noise.json"))
+    p.add_argument("--cons", default=str(ROOT / "bench" / "out" / "locomo_recall_cons.json"))
+    p.add_argument("--noise", nargs="*",
+                   default=[str(ROOT / "bench" / "out" / "locomo_noise.json")])
     args = p.parse_args()
     L = ["# Results", "",
          "Generated by `python bench/results_md.py " + " ".join(sys.argv[1:]) + "` from the "
          "JSON the benchmarks printed; do not edit by hand, rerun the commands below and "
          "regenerate.", ""]
-    L += recall_section(json.loads(Path(args.recall).read_text()))
-    if Path(args.noise).exists():
-        L += noise_section(json.loads(Path(args.noise).read_text()))
+    rec = json.loads(Path(args.recall).read_text())
+    noise0 = args.noise[0] if args.noise and Path(args.noise[0]).exists() else None
+    L += targets_section(rec, json.loads(Path(noise0).read_text()) if noise0 else None)
+    L += recall_section(rec)
+    if Path(args.cons).exists():
+        L += cons_section(json.loads(Path(args.cons).read_text()))
+    for n in args.noise:
+        if Path(n).exists():
+            L += noise_section(json.loads(Path(n).read_text()))
     for t in args.tune:
         if Path(t).exists():
             L += tune_section(json.loads(Path(t).read_text()))

@@ -35,7 +35,7 @@ from store_format import flags as fl
 from store_format import graph_files as gf
 
 FALLBACK_NOTE = ("no semantic nodes to search (run `synapse consolidate`, or widen --type): "
-                 "direct chunk search with the cue only")
+                 "direct chunk search only")
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:

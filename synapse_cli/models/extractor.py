@@ -2,10 +2,12 @@
 
 A 135M model writing free text invents names, repeats one and cannot find the content entities of
 a chat turn; so the work is split:
-- `candidate_spans` finds what *could* be an entity deterministically: quoted titles, proper names,
-  absolute times and common-noun phrases ("LGBTQ support group", "horseback riding"), never the
-  speakers (the engine links every episode to its speaker's node itself, see
-  `speaker_entities`);
+- `candidate_spans` (candidates.py) finds what *could* be an entity deterministically: quoted
+  titles, proper names, absolute times and common-noun phrases ("LGBTQ support group",
+  "horseback riding"), never the speakers (the engine links every episode to its speaker's node
+  itself, see `speaker_entities`);
+- `salience` (salience.py) keeps a common noun only if its MiniLM embedding is close to the turn
+  that mentions it (a topic, not an aside);
 - the model, held by a GBNF grammar, answers with exactly one type word per candidate ("none"
   drops it): a few decoding steps per window, and every name it keeps occurs in its window;
 - rules the window settles (months and years are times, a speaker is a person) override it.
