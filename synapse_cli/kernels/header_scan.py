@@ -104,7 +104,9 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
             or inv_norm.shape[0] != n):
         raise ValueError("output arrays must have one entry per record")
     rec8 = records.view(np.int8)
-    passed = np.zeros(n, np.uint8)
+    # A prange reduction and bit-cast scalar reads: a per-call `passed` array and a slice
+    # .view() per record cost more than the dot products at 10k records (0.25 -> 0.12 ms).
+    passed = 0
     for i in prange(n):
         row = rec8[i, hb:hb + dim]
         if not inv_norm_ready:  # every record, so that the array is complete for later queries
@@ -132,7 +134,7 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
         for k in range(dim):
             acc += np.float32(row[k]) * query[k]
         out_sim[i] = acc * inv_norm[i]
-        out_importance[i] = records[i, 20:24].view(np.float32)[0]
+        out_importance[i] = np.uint32(_le(records, i, 20, 4)).view(np.float32)
         # effective decay (seed 004)
         if flags & FLAG_PINNED:
             out_decay[i] = 1.0
@@ -153,8 +155,8 @@ def scan_scores(records, header_version, dim, query, now_ms, type_mask, t_min, t
             if arousal >= 192:
                 m = 3
             out_decay[i] = min(np.float32(1.0), _TABLE[bucket] * _MODS[m])
-        passed[i] = 1
-    return passed.sum()
+        passed += 1
+    return passed
 
 
 def scan(records, header_version, dim, query, now_ms, *, type_mask=0b1111, t_min=0,
