@@ -54,7 +54,7 @@ from synapse_cli.engine.store import Store, StoreWriter  # noqa: E402
 KS = (5, 10, 30)
 CATS = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 DIA = re.compile(r"D\d+:\d+")
-ABLATIONS = ("inhibition", "fan", "decay", "gate", "graph", "activation")
+ABLATIONS = ("inhibition", "fan", "decay", "gate", "graph", "activation", "attribution")
 
 
 def log(*a):
@@ -163,6 +163,62 @@ class TimedEmbedder:
             return self.inner.encode(texts)
         finally:
             self.seconds += time.perf_counter() - t
+
+
+def attribution_report(recs: list[dict], tau: float) -> dict:
+    """The gate's attribution check (engine/attribution.py): rejection of category 5 and false
+    refusals on 1-4 at the configured margin, and the margin calibrated in-sample and
+    leave-one-conversation-out (the largest rejection with <= 5% of 1-4 refused by the whole
+    gate; reject iff margin > tau). A question the check does not apply to has no margin."""
+    def margin(r):
+        return r["as_configured"].get("attribution_margin", -np.inf)
+
+    def at(rs, t) -> dict:
+        ans = [r for r in rs if r["cat"] != 5]
+        c5 = [r for r in rs if r["cat"] == 5]
+        other = lambda r: r["as_configured"]["rejected"] and margin(r) <= tau  # noqa: E731
+        refused = [other(r) or margin(r) > t for r in ans]
+        return {"rejected_cat5": round(100 * float(np.mean([other(r) or margin(r) > t
+                                                             for r in c5])), 2),
+                "false_refusal_1_4": round(100 * float(np.mean(refused)), 2),
+                "recall@10_1_4": round(100 * float(np.mean(
+                    [0.0 if x else r["ungated"]["r@10"] for r, x in zip(ans, refused)])), 2),
+                "n_answerable": len(ans), "n_cat5": len(c5)}
+
+    def fit(rs) -> float:
+        cands = sorted({margin(r) for r in rs if np.isfinite(margin(r))} | {tau})
+        best = (np.inf, -1.0)
+        for t in cands:
+            a = at(rs, t)
+            if a["false_refusal_1_4"] <= 5 and a["rejected_cat5"] > best[1]:
+                best = (t, a["rejected_cat5"])
+        return float(best[0])
+
+    convs = sorted({r["conv"] for r in recs})
+    loco = {"rejected": 0, "c5": 0, "refused": 0, "ans": 0, "taus": {}}
+    for cv in convs:
+        t = fit([r for r in recs if r["conv"] != cv])
+        a = at([r for r in recs if r["conv"] == cv], t)
+        loco["taus"][cv] = round(t, 4)
+        loco["rejected"] += a["rejected_cat5"] * a["n_cat5"] / 100
+        loco["c5"] += a["n_cat5"]
+        loco["refused"] += a["false_refusal_1_4"] * a["n_answerable"] / 100
+        loco["ans"] += a["n_answerable"]
+    best = fit(recs)
+    return {
+        "rule": "reject iff margin > tau (another speaker's best statement matches better)",
+        "applies_to_share": {
+            "cat5": round(100 * float(np.mean([np.isfinite(margin(r)) for r in recs
+                                               if r["cat"] == 5])), 2),
+            "1_4": round(100 * float(np.mean([np.isfinite(margin(r)) for r in recs
+                                              if r["cat"] != 5])), 2)},
+        "configured": {"tau": tau, **at(recs, tau)},
+        "curve": [{"tau": t, **at(recs, t)} for t in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 0.99)],
+        "calibrated_in_sample": {"tau": round(best, 4), **at(recs, best)},
+        "calibrated_loco": {"taus": loco["taus"],
+                            "rejected_cat5": round(100 * loco["rejected"] / loco["c5"], 2),
+                            "false_refusal_1_4": round(100 * loco["refused"] / loco["ans"], 2)},
+    }
 
 
 def verify_report(recs: list[dict], threshold: float, memories: int, lat: list[float]) -> dict:
@@ -317,6 +373,8 @@ def run(args) -> dict:
                             latency[name].append((time.perf_counter() - t) * 1000)
                         got = [dia_of_id[x["id"]] for x in r["results"]]
                         rec[label] = {"rejected": r["rejected"], "confidence": r["confidence"]}
+                        if "attribution" in r:
+                            rec[label]["attribution_margin"] = r["attribution"]["margin"]
                         if gold is not None:
                             g = set(gold)
                             for k in KS:
@@ -382,6 +440,7 @@ def run(args) -> dict:
         "confidence": "cosine of the top dense hit (vector mode's confidence); not what the gate "
                       "uses, shown to tell whether any cheap signal separates category 5",
         "calibrated": calibrate(va, vf)}
+    gate["attribution"] = attribution_report(per_q["synapse"], RecallConfig().tau_attribution)
     if checker is not None:
         gate["verify"] = verify_report(per_q["synapse"], vcfg_check.threshold,
                                        vcfg_check.memories, verify_lat)

@@ -50,10 +50,15 @@ def targets_section(r: dict, noise: dict | None) -> list[str]:
     g = r["gate"]
     best = g["calibrated"]
     rows.append(["gate rejects >= 50% of category 5 at <= 5% false refusals",
-                 f"default tau: {g['default_rejection_rate_cat5']}% at "
-                 f"{g['default_false_refusal_rate_1_4']}%; best tau: "
+                 f"activation threshold alone, best tau: "
                  f"{best['rejection_rate_cat5']}% at {best['false_refusal_rate_1_4']}%",
                  round(best["rejection_rate_cat5"] - 50, 2)])
+    if "attribution" in g:
+        c, lo = g["attribution"]["configured"], g["attribution"]["calibrated_loco"]
+        rows.append(["  the default gate (with the attribution check)",
+                     f"{c['rejected_cat5']}% at {c['false_refusal_1_4']}%; leave-one-"
+                     f"conversation-out {lo['rejected_cat5']}% at {lo['false_refusal_1_4']}%",
+                     round(c["rejected_cat5"] - 50, 2)])
     v = g.get("verify")
     if v and v.get("calibrated_loco"):
         lo = v["calibrated_loco"]
@@ -133,8 +138,27 @@ def recall_section(r: dict) -> list[str]:
     L += table(["confidence", "calibrated tau", "cat-5 rejected %", "1-4 refused %", "AUC",
                 "answerable q5/25/50/75", "cat-5 q5/25/50/75"], rows)
     L += [f"Rule: {g['calibrated']['rule']}. {g['calibrated']['note']}.", ""]
+    if "attribution" in g:
+        L += attribution_section(g["attribution"])
     if "verify" in g:
         L += verify_section(g["verify"])
+    return L
+
+
+def attribution_section(a: dict) -> list[str]:
+    c, lo = a["configured"], a["calibrated_loco"]
+    L = ["### The gate's attribution check (engine/attribution.py)", ""]
+    L += [f"Rule: {a['rule']}. It applies to {a['applies_to_share']['cat5']}% of category 5 "
+          f"and {a['applies_to_share']['1_4']}% of categories 1-4 (one speaker named). "
+          f"Configured tau {c['tau']}: {c['rejected_cat5']}% of category 5 refused, "
+          f"{c['false_refusal_1_4']}% of 1-4, recall@10 over 1-4 {c['recall@10_1_4']}. "
+          f"In-sample best tau {a['calibrated_in_sample']['tau']}; leave-one-conversation-out "
+          f"(taus {', '.join(f'{k} {v}' for k, v in lo['taus'].items())}): "
+          f"{lo['rejected_cat5']}% refused of category 5, {lo['false_refusal_1_4']}% of 1-4.",
+          ""]
+    L += table(["tau", "cat-5 refused %", "1-4 refused %", "recall@10 over 1-4"],
+               [[x["tau"], x["rejected_cat5"], x["false_refusal_1_4"], x["recall@10_1_4"]]
+                for x in a["curve"]])
     return L
 
 

@@ -89,6 +89,10 @@ def recall(
                                              help="Reject when the top activation is below "
                                                   "this (default 0.05; config: gate.tau_gate)."),
     no_gate: bool = typer.Option(False, "--no-gate", help="Ablation: never reject."),
+    no_attribution: bool = typer.Option(
+        False, "--no-attribution", help="Skip the gate's attribution check (a query naming one "
+                                        "speaker is refused when another speaker's statement "
+                                        "answers it better; config: gate.attribution)."),
     verify: bool = typer.Option(False, "--verify",
                                 help="Second rejection stage: the local model reads the top "
                                      "memories and the query; reject when it does not find "
@@ -126,7 +130,8 @@ def recall(
                                "ecphory.cues": cues, "synaptic.propagation": propagation,
                                "verify.verify_threshold": verify_threshold,
                                "verify.verify_memories": verify_memories,
-                               "score.decay": False if no_decay else None})
+                               "score.decay": False if no_decay else None,
+                               "gate.attribution": False if no_attribution else None})
     cfg = RecallConfig(**settings.kwargs("recall"), explain=explain, gate=not no_gate,
                        inhibition=not no_inhibition, fan=not no_fan,
                        graph=not no_graph, activation=not no_activation,

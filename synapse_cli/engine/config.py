@@ -86,6 +86,12 @@ SETTINGS: tuple[Setting, ...] = (
     S("activation", "T", int, 5, "propagation steps", "recall", 0, 100),
     S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the top activation is "
       "below this", "recall"),
+    S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
+      "speaker's statement answers it better (engine/attribution.py)", "recall"),
+    S("gate", "tau_attribution", float, 0.25, "margin by which another speaker's statement must "
+      "match better for the attribution check to refuse", "recall"),
+    S("gate", "attribution_depth", int, 10, "top memories the attribution check weighs",
+      "recall", 1, 1000),
     S("verify", "verify_threshold", float, 0.0, "recall --verify rejects when the model's log "
       "P(yes) - log P(no) that the memories mention what the query asks is below this"),
     S("verify", "verify_memories", int, 5, "how many top memories recall --verify shows the "

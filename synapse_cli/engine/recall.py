@@ -16,8 +16,9 @@ Pipeline of the default mode (`synapse`):
 """
 from __future__ import annotations
 
+
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -83,6 +84,13 @@ class RecallConfig:
     # below the activation of any node the wave reached (sigmoid(-gamma*theta) = 0.076): it
     # says "no record" when no anchor passed anchor_min_sim, i.e. nothing stored is related.
     tau_gate: float = 0.05
+    # The gate's attribution check (engine/attribution.py): a query naming one speaker is
+    # refused when another speaker's statement matches it better by more than this margin.
+    # Calibrated on LoCoMo dev by bench/locomo_recall.py (<= 5% refusals of answerable
+    # questions); see README "Evaluation".
+    attribution: bool = True
+    tau_attribution: float = 0.25
+    attribution_depth: int = 10
     rrf_k: int = 60
     # ecphory mode (seed 002 Algorithm 1 and Table 5; engine/ecphory.py)
     k_init: int = 10             # engrams nearest the cue (S_0)
@@ -336,15 +344,28 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     if cfg.mode == "synapse" and not cfg.semantic_results and not cfg.types:
         semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
         sig.no_result = semantic if semantic.any() else None
-    top, scores = rank(sig, cfg)
+    attributing = cfg.mode == "synapse" and cfg.gate and cfg.attribution
+    k = max(cfg.k, cfg.attribution_depth) if attributing else cfg.k
+    top, scores = rank(sig, cfg if k == cfg.k else replace(cfg, k=k))
     if cfg.mode == "synapse" and cfg.activation:
         confidence = float(sig.activation[top[0]]) if len(top) else 0.0
     else:  # the baselines have no activation: report the best similarity instead
         confidence = float(max(sig.sim[top[0]], 0)) if len(top) else 0.0
     rejected = len(top) == 0 or (cfg.gate and cfg.mode == "synapse" and confidence < cfg.tau_gate)
-    results = []
+    results, verdict = [], None
     if not rejected:
         bodies = store.bodies(arrays.ids[top])
+        if attributing:
+            from . import attribution
+
+            depth = top[: cfg.attribution_depth]
+            verdict = attribution.check(
+                query, bodies, lambda q: _bm25(store, q, arrays.ids, np.isfinite(sig.sim),
+                                               arrays.cache)[depth],
+                cfg.attribution_depth, cfg.tau_attribution)
+            rejected = verdict is not None and not verdict.passed
+        top, scores, bodies = top[: cfg.k], scores[: cfg.k], bodies[: cfg.k]
+    if not rejected:
         for pos, score, body in zip(top.tolist(), scores.tolist(), bodies):
             rid = int(arrays.ids[pos])
             r = {
@@ -364,6 +385,9 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
             if cfg.explain:
                 r["path"] = explain_path(pos, sig, arrays.ids)
             results.append(r)
-    return {"query": query, "mode": cfg.mode, "rejected": bool(rejected),
-            "confidence": round(confidence, 6), "results": results,
-            "elapsed_ms": round((time.perf_counter() - t0) * 1000, 3)}
+    out = {"query": query, "mode": cfg.mode, "rejected": bool(rejected),
+           "confidence": round(confidence, 6), "results": results,
+           "elapsed_ms": round((time.perf_counter() - t0) * 1000, 3)}
+    if verdict is not None:
+        out["attribution"] = verdict.as_dict()
+    return out

@@ -1,0 +1,96 @@
+"""Attribution check: the part of recall's gate that refuses answers about the wrong person.
+
+Memories of a conversation answer "what did Caroline realise after her charity race?" with
+whatever matches best, and in a dialogue that is often the other person's turn: Melanie ran the
+race, Caroline only replied "that charity race sounds great, Mel!". Activation and similarity
+cannot tell the two apart (LoCoMo category 5 is built from such swapped questions: the top
+activation separates them from answerable questions no better than chance, AUC 0.45-0.50).
+
+The check, for a query that names exactly one person who speaks in the top memories:
+- only statements count as evidence: a memory whose last sentence is a question states nothing
+  (a trailing bracketed annotation such as "[shares a photo]" is not part of the speech);
+- content = BM25 of the query with that name removed (the store indexes "speaker: text", so the
+  name alone would favour every turn of that speaker), over the top `depth` memories;
+- margin = (best content of another speaker's statement - best of the named person's), divided
+  by the best content of any statement; no statement of the named person gives margin 1.
+The query is rejected when the margin is above `threshold`: someone else said it.
+
+Measured on LoCoMo dev (bench/locomo_recall.py, gate section): see README "Evaluation".
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+_TRAILING_NOTE = re.compile(r"\s*\[[^\]]*\]\s*$")
+
+
+@dataclass
+class Verdict:
+    name: str
+    margin: float
+    threshold: float
+
+    @property
+    def passed(self) -> bool:
+        return self.margin <= self.threshold
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "margin": round(self.margin, 6), "threshold": self.threshold,
+                "passed": self.passed}
+
+
+def _name_pattern(name: str) -> re.Pattern:
+    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:'s)?(?!\w)")
+
+
+def named_speaker(query: str, speakers: set[str]) -> str | None:
+    """The one speaker the query names as a whole word (case-sensitive), else None."""
+    named = [s for s in speakers if s.strip() and _name_pattern(s).search(query)]
+    return named[0] if len(named) == 1 else None
+
+
+def without_name(query: str, name: str) -> str:
+    return _name_pattern(name).sub(" ", query)
+
+
+def is_statement(text: str | None) -> bool:
+    """False for a text whose last sentence is a question (it asserts nothing)."""
+    spoken = _TRAILING_NOTE.sub("", text or "").rstrip()
+    return bool(spoken) and not spoken.endswith("?")
+
+
+def margin(name: str, speakers: list[str | None], texts: list[str | None],
+           content: np.ndarray) -> float | None:
+    """How much better another speaker's best statement matches than the named person's
+    (see the module docstring); None when no statement matches at all."""
+    mine, others = [], []
+    for spk, text, c in zip(speakers, texts, content.tolist()):
+        if is_statement(text):
+            (mine if spk == name else others).append(c)
+    best = max(mine + others, default=0.0)
+    if best <= 0:
+        return None
+    if not others:
+        return -1.0
+    if not mine:
+        return 1.0
+    return (max(others) - max(mine)) / best
+
+
+def check(query: str, bodies: list[dict], content_of, depth: int,
+          threshold: float) -> Verdict | None:
+    """The verdict for a query over its ranked result bodies, or None when the check does not
+    apply (no single named speaker among them, or no statement matches).
+    `content_of(query_without_name)` returns the BM25 score of each of the first `depth`
+    results."""
+    speakers = [b.get("speaker") for b in bodies]
+    name = named_speaker(query, {s for s in speakers if s})
+    if name is None:
+        return None
+    top = bodies[:depth]
+    m = margin(name, speakers[:depth], [b.get("text") for b in top],
+               np.asarray(content_of(without_name(query, name)), np.float64))
+    return None if m is None else Verdict(name, m, threshold)

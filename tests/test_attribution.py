@@ -1,0 +1,67 @@
+"""The gate's attribution check (engine/attribution.py): its rules, and recall with the real
+embedder refusing a question about the wrong person while answering the right one."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from synapse_cli.engine import attribution as at
+from test_recall import demo, run  # noqa: F401  (the demo store fixture, the CLI runner)
+
+
+def test_named_speaker_needs_exactly_one_whole_word_name():
+    speakers = {"Caroline", "Melanie", "Mel"}
+    assert at.named_speaker("What did Caroline say?", speakers) == "Caroline"
+    assert at.named_speaker("Where is Caroline's bowl from?", speakers) == "Caroline"
+    assert at.named_speaker("What did Caroline and Melanie do?", speakers) is None
+    assert at.named_speaker("What did Melanie say?", speakers) == "Melanie"  # not "Mel" too
+    assert at.named_speaker("what did caroline say?", speakers) is None  # names are cased
+    assert at.named_speaker("Who went hiking?", speakers) is None
+    assert at.without_name("Where is Caroline's bowl from?", "Caroline").split() == [
+        "Where", "is", "bowl", "from?"]
+
+
+def test_questions_and_empty_texts_are_not_statements():
+    assert at.is_statement("I ran a charity race last week.")
+    assert not at.is_statement("Wow, that looks great! What made you pick it?")
+    assert not at.is_statement("Where was that taken? [shares a photo of a lake]")
+    assert at.is_statement("Here it is! [shares a photo of a lake]")
+    assert not at.is_statement("") and not at.is_statement(None)
+
+
+def test_margin_cases():
+    spk = ["Ann", "Bob", "Bob", "Ann"]
+    texts = ["Nice race! How did it go?", "I ran the race.", "It was fun.", "Good for you."]
+    # Ann's only matching statement scores 1, Bob's best 4: (4 - 1) / 4
+    assert at.margin("Ann", spk, texts, np.array([9.0, 4.0, 2.0, 1.0])) == pytest.approx(0.75)
+    # the question turn (9.0) counts for nobody; Ann's statement is the best match
+    assert at.margin("Ann", spk, texts, np.array([9.0, 1.0, 0.0, 3.0])) == pytest.approx(-2 / 3)
+    assert at.margin("Carl", spk, texts, np.array([0.0, 1.0, 0.0, 0.0])) == 1.0  # none of his
+    assert at.margin("Bob", spk[:3], texts[:3], np.array([0.0, 2.0, 1.0])) == -1.0  # only his
+    assert at.margin("Ann", spk, texts, np.zeros(4)) is None  # nothing matches: no verdict
+
+
+def test_check_skips_queries_without_a_named_speaker():
+    bodies = [{"speaker": "Ann", "text": "I ran."}, {"speaker": "Bob", "text": "I swam."}]
+    calls = []
+    assert at.check("Who swam?", bodies, calls.append, 10, 0.25) is None and calls == []
+    v = at.check("What did Ann swim?", bodies, lambda q: np.array([0.0, 2.0]), 10, 0.25)
+    assert v.name == "Ann" and v.margin == 1.0 and not v.passed
+    assert v.as_dict() == {"name": "Ann", "margin": 1.0, "threshold": 0.25, "passed": False}
+
+
+def test_recall_refuses_the_wrong_person_and_answers_the_right_one(demo):  # noqa: F811
+    right = run(demo, "recall", "What is the name of Melanie's rescue dog?", "--no-touch")[0]
+    assert right["rejected"] is False and right["attribution"]["passed"] is True
+    assert "Pixel" in right["results"][0]["text"]
+    wrong = run(demo, "recall", "What is the name of Caroline's rescue dog?", "--no-touch")[0]
+    assert wrong["rejected"] is True and wrong["results"] == []
+    assert wrong["attribution"]["name"] == "Caroline" and wrong["attribution"]["passed"] is False
+    assert wrong["attribution"]["margin"] > wrong["attribution"]["threshold"]
+    off = run(demo, "recall", "What is the name of Caroline's rescue dog?", "--no-touch",
+              "--no-attribution")[0]
+    assert off["rejected"] is False and "attribution" not in off
+    assert "Pixel" in off["results"][0]["text"]
+    # the other rejection stage is unchanged: no named speaker, nothing related
+    assert "attribution" not in run(demo, "recall", "Where did anyone go hiking?",
+                                    "--no-touch")[0]
