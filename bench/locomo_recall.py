@@ -190,7 +190,8 @@ def attribution_report(recs: list[dict], tau: float) -> dict:
         best = (np.inf, -1.0)
         for t in cands:
             a = at(rs, t)
-            if a["false_refusal_1_4"] <= 5 and a["rejected_cat5"] > best[1]:
+            # ties: the larger tau (fewer answerable questions refused)
+            if a["false_refusal_1_4"] <= 5 and a["rejected_cat5"] >= best[1]:
                 best = (t, a["rejected_cat5"])
         return float(best[0])
 
@@ -207,7 +208,8 @@ def attribution_report(recs: list[dict], tau: float) -> dict:
     best = fit(recs)
     return {
         "rule": "reject iff margin > tau (another speaker's best statement matches better)",
-        "applies_to_share": {
+        # a question the activation threshold refused never reaches the check
+        "share_with_a_verdict": {
             "cat5": round(100 * float(np.mean([np.isfinite(margin(r)) for r in recs
                                                if r["cat"] == 5])), 2),
             "1_4": round(100 * float(np.mean([np.isfinite(margin(r)) for r in recs

@@ -148,8 +148,9 @@ def recall_section(r: dict) -> list[str]:
 def attribution_section(a: dict) -> list[str]:
     c, lo = a["configured"], a["calibrated_loco"]
     L = ["### The gate's attribution check (engine/attribution.py)", ""]
-    L += [f"Rule: {a['rule']}. It applies to {a['applies_to_share']['cat5']}% of category 5 "
-          f"and {a['applies_to_share']['1_4']}% of categories 1-4 (one speaker named). "
+    L += [f"Rule: {a['rule']}. It gives a verdict on {a['share_with_a_verdict']['cat5']}% of "
+          f"category 5 and {a['share_with_a_verdict']['1_4']}% of categories 1-4 (one speaker "
+          "of the top memories named, some statement matching). "
           f"Configured tau {c['tau']}: {c['rejected_cat5']}% of category 5 refused, "
           f"{c['false_refusal_1_4']}% of 1-4, recall@10 over 1-4 {c['recall@10_1_4']}. "
           f"In-sample best tau {a['calibrated_in_sample']['tau']}; leave-one-conversation-out "

@@ -39,6 +39,21 @@ def test_margin_cases():
     assert at.margin("Carl", spk, texts, np.array([0.0, 1.0, 0.0, 0.0])) == 1.0  # none of his
     assert at.margin("Bob", spk[:3], texts[:3], np.array([0.0, 2.0, 1.0])) == -1.0  # only his
     assert at.margin("Ann", spk, texts, np.zeros(4)) is None  # nothing matches: no verdict
+    # a note without a speaker (or a semantic node) is nobody's word against Ann's
+    assert at.margin("Ann", [None, "Ann"], ["Ann swims on Sundays.", "I swim."],
+                     np.array([5.0, 1.0])) == -1.0
+
+
+def test_verdict_reads_only_the_top_depth_results():
+    """Whatever k the caller asked for: a speaker named only below `depth` gets no check."""
+    bodies = [{"speaker": "Bob", "text": f"I swam {i}."} for i in range(10)]
+    bodies.append({"speaker": "Ann", "text": "I ran."})
+    content = lambda q: np.ones(10)  # noqa: E731
+    assert at.check("When did Ann swim?", bodies, content, 10, 0.25) is None
+    assert at.check("When did Ann swim?", bodies[:10], content, 10, 0.25) is None
+    assert at.check("When did Bob swim?", bodies, content, 10, 0.25).margin == -1.0
+    assert at.without_name("Where is Caroline\u2019s bowl?", "Caroline").split() == [
+        "Where", "is", "bowl?"]
 
 
 def test_check_skips_queries_without_a_named_speaker():

@@ -6,13 +6,14 @@ race, Caroline only replied "that charity race sounds great, Mel!". Activation a
 cannot tell the two apart (LoCoMo category 5 is built from such swapped questions: the top
 activation separates them from answerable questions no better than chance, AUC 0.45-0.50).
 
-The check, for a query that names exactly one person who speaks in the top memories:
+The check, for a query that names exactly one person who speaks in the top `depth` memories:
 - only statements count as evidence: a memory whose last sentence is a question states nothing
   (a trailing bracketed annotation such as "[shares a photo]" is not part of the speech);
 - content = BM25 of the query with that name removed (the store indexes "speaker: text", so the
   name alone would favour every turn of that speaker), over the top `depth` memories;
 - margin = (best content of another speaker's statement - best of the named person's), divided
-  by the best content of any statement; no statement of the named person gives margin 1.
+  by the best content of any statement (a relative margin); no statement of the named person
+  gives margin 1. Memories without a speaker (notes, semantic nodes) count for nobody.
 The query is rejected when the margin is above `threshold`: someone else said it.
 
 Measured on LoCoMo dev (bench/locomo_recall.py, gate section): see README "Evaluation".
@@ -43,7 +44,7 @@ class Verdict:
 
 
 def _name_pattern(name: str) -> re.Pattern:
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:'s)?(?!\w)")
+    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:['\u2019]s)?(?!\w)")
 
 
 def named_speaker(query: str, speakers: set[str]) -> str | None:
@@ -68,7 +69,7 @@ def margin(name: str, speakers: list[str | None], texts: list[str | None],
     (see the module docstring); None when no statement matches at all."""
     mine, others = [], []
     for spk, text, c in zip(speakers, texts, content.tolist()):
-        if is_statement(text):
+        if spk and is_statement(text):  # a note with no speaker is nobody's word against hers
             (mine if spk == name else others).append(c)
     best = max(mine + others, default=0.0)
     if best <= 0:
@@ -85,12 +86,13 @@ def check(query: str, bodies: list[dict], content_of, depth: int,
     """The verdict for a query over its ranked result bodies, or None when the check does not
     apply (no single named speaker among them, or no statement matches).
     `content_of(query_without_name)` returns the BM25 score of each of the first `depth`
-    results."""
-    speakers = [b.get("speaker") for b in bodies]
+    results. Only those `depth` results are read, so the verdict does not depend on how many
+    results the caller asked for."""
+    top = bodies[:depth]
+    speakers = [b.get("speaker") for b in top]
     name = named_speaker(query, {s for s in speakers if s})
     if name is None:
         return None
-    top = bodies[:depth]
-    m = margin(name, speakers[:depth], [b.get("text") for b in top],
+    m = margin(name, speakers, [b.get("text") for b in top],
                np.asarray(content_of(without_name(query, name)), np.float64))
     return None if m is None else Verdict(name, m, threshold)

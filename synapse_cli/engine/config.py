@@ -88,8 +88,9 @@ SETTINGS: tuple[Setting, ...] = (
       "below this", "recall"),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
       "speaker's statement answers it better (engine/attribution.py)", "recall"),
-    S("gate", "tau_attribution", float, 0.25, "margin by which another speaker's statement must "
-      "match better for the attribution check to refuse", "recall"),
+    S("gate", "tau_attribution", float, 0.25, "relative margin (share of the best match) by "
+      "which another speaker's statement must match better for the attribution check to "
+      "refuse", "recall", -1, 1),
     S("gate", "attribution_depth", int, 10, "top memories the attribution check weighs",
       "recall", 1, 1000),
     S("verify", "verify_threshold", float, 0.0, "recall --verify rejects when the model's log "

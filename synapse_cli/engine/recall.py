@@ -16,7 +16,6 @@ Pipeline of the default mode (`synapse`):
 """
 from __future__ import annotations
 
-
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -44,7 +43,7 @@ class RecallConfig:
     # Deviations from the seed below were measured on LoCoMo dev with bench/locomo_tune.py
     # (evidence recall@10 over categories 1-4, no consolidation). Seed defaults with the gate
     # off: 63.4; this configuration: 69.3 in-sample, 67.7 for the whole selection procedure
-    # rerun leave-one-conversation-out (docs/RESULTS.md). The sweep's own best weights (act 0.75,
+    # rerun leave-one-conversation-out (docs/TUNING.md). The sweep's own best weights (act 0.75,
     # BM25 0.5, decay 0) score 69.5; these, on the same plateau, keep the seed's BM25 and decay
     # weights. In brackets: the in-sample recall@10 change when that one choice goes back to
     # the seed's value, everything else kept.
@@ -85,7 +84,8 @@ class RecallConfig:
     # says "no record" when no anchor passed anchor_min_sim, i.e. nothing stored is related.
     tau_gate: float = 0.05
     # The gate's attribution check (engine/attribution.py): a query naming one speaker is
-    # refused when another speaker's statement matches it better by more than this margin.
+    # refused when another speaker's statement matches it better by more than this relative
+    # margin (a share of the best match).
     # Calibrated on LoCoMo dev by bench/locomo_recall.py (<= 5% refusals of answerable
     # questions); see README "Evaluation".
     attribution: bool = True
@@ -119,7 +119,7 @@ class RecallConfig:
     # but only the other types fill the k result slots (unless `types` names semantic
     # explicitly; the baselines rank every record). On the
     # consolidated LoCoMo dev stores a returned node took a slot from the turns the questions
-    # need: recall@10 62.7 with them, 65.8 without, every category up (docs/RESULTS.md).
+    # need: recall@10 62.7 with them, 65.8 without, every category up (docs/TUNING.md).
     semantic_results: bool = False
     explain: bool = False
     synaptic: object = None  # engine.synaptic.SynapticConfig for mode "synaptic"; None = defaults

@@ -16,10 +16,12 @@ generated tokens. Quality and speed: bench/extract_quality.py, bench/README_extr
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import importlib.util
 import os
+import weakref
 from pathlib import Path
 from typing import Protocol
 
@@ -186,6 +188,12 @@ def _quiet_stderr():
         os.close(devnull)
 
 
+def _close_at_exit(ref: weakref.ref) -> None:
+    llm = ref()
+    if llm is not None:
+        llm.close()
+
+
 class LlamaExtractor:
     """Grammar-constrained extraction with llama-cpp-python; the model is loaded once.
 
@@ -240,6 +248,10 @@ class LlamaExtractor:
                                            seed=0, verbose=False)
         finally:
             llama_mod.llama_cpp.llama_model_default_params = defaults
+        # Close it before interpreter teardown: Llama.__del__ run at exit finds llama_cpp's
+        # module globals gone and prints a TypeError traceback. A weak reference, so that an
+        # extractor dropped earlier is still freed then.
+        atexit.register(_close_at_exit, weakref.ref(self.llm))
 
     def extract(self, window_texts: list[str]) -> dict:
         """Entities of one window (speakers excluded: see `speaker_entities`); no relations.
