@@ -11,7 +11,9 @@ Pipeline of the default mode (`synapse`):
     + λ_decay · decay · importance (seed 004's header terms), all weights configurable;
     sim' = cosine min-max normalised over the query's candidates (`fusion="minmax"`), or the
     raw cosine (`fusion="linear"`, the seed's);
- 6. uncertainty gate: rejected when the top result's activation is below tau_gate.
+ 6. uncertainty gate: rejected when the top result's activation is below tau_gate, or when
+    the query names one speaker and another speaker's statement answers it better
+    (engine/attribution.py).
 `vector`, `bm25` and `hybrid` (reciprocal-rank fusion) are the baselines it is compared with.
 """
 from __future__ import annotations
