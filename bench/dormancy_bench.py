@@ -24,7 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,26 +32,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-STORES = ROOT / "bench" / "out" / "locomo_stores"
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+from locomo_build import OUT as STORES, log  # noqa: E402  (the stores locomo_build.py built)
 
 
 def evidence_recall(store, arrays, conv, sid, embedder, k: int = 10) -> tuple[float, int]:
-    from locomo_recall import gold_of, md5_of, turns_of
+    from locomo_recall import dia_ids_by_record, gold_of, turns_by_md5, turns_of
     from synapse_cli.engine.recall import RecallConfig, recall
 
     items = turns_of(conv, sid)
     known = {it.dia_id for it in items}
-    alias = defaultdict(list)
-    for it in items:
-        alias[md5_of(it.text)].append(it.dia_id)
-    dia = {}
-    for rid in arrays.ids.tolist():
-        body = store.body(rid)
-        dia[rid] = alias[bytes.fromhex(body["md5"])] if body.get("md5") else []
+    dia = dia_ids_by_record(store, arrays.ids, turns_by_md5(items))
     now_ms = max(it.timestamp_ms for it in items)
     qas = []
     for qa in conv["qa"]:
@@ -75,6 +65,7 @@ def run(args) -> dict:
     from synapse_cli.engine import dormancy, graphview, pagerank_cache
     from synapse_cli.engine.store import Store
     from synapse_cli.models.embedder import get_embedder
+    from store_format import flags as fl
 
     data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())[: args.convs]
     embedder = get_embedder()
@@ -112,8 +103,6 @@ def run(args) -> dict:
                    "observe_s": round(observe_s[0], 2)}
             with Store.open(path) as s:
                 arrays = graphview.build(s)
-                from store_format import flags as fl
-
                 sem = (fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC) \
                     & ~fl.is_tombstone(arrays.flags)
                 rep["semantic_nodes"] = int(sem.sum())

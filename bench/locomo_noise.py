@@ -29,7 +29,6 @@ costs ~4 turns/s, about an hour for the five conversations per condition on this
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import random
@@ -47,9 +46,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from locomo_recall import CATS, gold_of, turns_of  # noqa: E402
+from locomo_recall import (CATS, dia_ids_by_record, gold_of, turns_by_md5,  # noqa: E402
+                           turns_of)
 from synapse_cli.engine import graphview  # noqa: E402
-from synapse_cli.engine.ingest import IngestConfig, ingest, md5_of  # noqa: E402
+from synapse_cli.engine.ingest import IngestConfig, ingest  # noqa: E402
 from synapse_cli.engine.inputs import Item  # noqa: E402
 from synapse_cli.engine.recall import RecallConfig, recall  # noqa: E402
 from synapse_cli.engine.store import Store, StoreWriter  # noqa: E402
@@ -121,15 +121,11 @@ def noisy_stream(items: list[Item], pool: list[str], every: int, m: int,
 
 def evaluate(path: Path, items: list[Item], qas, qvecs, now_ms: int) -> dict:
     """recall@10 per mode and per question over one store."""
-    alias: dict[bytes, list[str]] = defaultdict(list)
-    for it in items:
-        if it.dia_id:
-            alias[md5_of(it.text)].append(it.dia_id)
+    alias = turns_by_md5(items)
     store = Store.open(path)
     try:
         arrays = graphview.build(store)
-        dia_of_id = {rid: alias.get(bytes.fromhex(store.body(rid)["md5"]), [])
-                     for rid in arrays.ids.tolist()}
+        dia_of_id = dia_ids_by_record(store, arrays.ids, alias)
         out = {}
         for mode in MODES:
             cfg = RecallConfig(mode=mode, k=K)

@@ -106,6 +106,25 @@ def turns_of(conv: dict, sample_id: str):
     return items
 
 
+def turns_by_md5(items) -> dict[bytes, list[str]]:
+    """MD5 of the normalised text -> dia_ids of the turns with that text. Ingest stores
+    identical texts once, so a returned record stands for every turn with its text."""
+    alias: dict[bytes, list[str]] = defaultdict(list)
+    for it in items:
+        if it.dia_id:
+            alias[md5_of(it.text)].append(it.dia_id)
+    return alias
+
+
+def dia_ids_by_record(store, ids, alias: dict[bytes, list[str]]) -> dict[int, list[str]]:
+    """record id -> the dia_ids it stands for ([] for a semantic node or a distractor)."""
+    out = {}
+    for rid in ids.tolist():
+        md5 = store.body(rid).get("md5")
+        out[rid] = alias.get(bytes.fromhex(md5), []) if md5 else []
+    return out
+
+
 def gold_of(qa: dict, known: set, skipped: Counter) -> list[str]:
     """Clean gold dia_ids: split "D8:6; D9:17", drop malformed ("D", "D:11:26") and unknown ids."""
     gold = []
@@ -166,46 +185,38 @@ class TimedEmbedder:
 
 
 def attribution_report(recs: list[dict], tau: float) -> dict:
-    """The gate's attribution check (engine/attribution.py): rejection of category 5 and false
-    refusals on 1-4 at the configured margin, and the margin calibrated in-sample and
-    leave-one-conversation-out (the largest rejection with <= 5% of 1-4 refused by the whole
-    gate; reject iff margin > tau). A question the check does not apply to has no margin."""
+    """The gate's attribution check (engine/attribution.py): rejection of category 5, false
+    refusals on 1-4 and recall@10 at the configured margin, along a curve of margins, and with
+    the margin calibrated in-sample and leave-one-conversation-out (the largest rejection with
+    <= 5% of 1-4 refused by the whole gate; reject iff margin > tau), as verify_report does
+    for the second stage. A question the check gave no verdict has no margin."""
     def margin(r):
         return r["as_configured"].get("attribution_margin", -np.inf)
 
-    def at(rs, t) -> dict:
-        ans = [r for r in rs if r["cat"] != 5]
-        c5 = [r for r in rs if r["cat"] == 5]
-        other = lambda r: r["as_configured"]["rejected"] and margin(r) <= tau  # noqa: E731
-        refused = [other(r) or margin(r) > t for r in ans]
-        return {"rejected_cat5": round(100 * float(np.mean([other(r) or margin(r) > t
-                                                             for r in c5])), 2),
-                "false_refusal_1_4": round(100 * float(np.mean(refused)), 2),
+    def refused(r, t) -> bool:  # by the activation threshold, or by the check at margin t
+        return (r["as_configured"]["rejected"] and margin(r) <= tau) or margin(r) > t
+
+    def at(tau_of) -> dict:
+        ans = [r for r in recs if r["cat"] != 5]
+        ref = {id(r): refused(r, tau_of(r)) for r in recs}
+        return {"rejected_cat5": round(100 * float(np.mean([ref[id(r)] for r in recs
+                                                            if r["cat"] == 5])), 2),
+                "false_refusal_1_4": round(100 * float(np.mean([ref[id(r)] for r in ans])), 2),
                 "recall@10_1_4": round(100 * float(np.mean(
-                    [0.0 if x else r["ungated"]["r@10"] for r, x in zip(ans, refused)])), 2),
-                "n_answerable": len(ans), "n_cat5": len(c5)}
+                    [0.0 if ref[id(r)] else r["ungated"]["r@10"] for r in ans])), 2)}
 
     def fit(rs) -> float:
-        cands = sorted({margin(r) for r in rs if np.isfinite(margin(r))} | {tau})
         best = (np.inf, -1.0)
-        for t in cands:
-            a = at(rs, t)
-            # ties: the larger tau (fewer answerable questions refused)
-            if a["false_refusal_1_4"] <= 5 and a["rejected_cat5"] >= best[1]:
-                best = (t, a["rejected_cat5"])
+        for t in sorted({margin(r) for r in rs if np.isfinite(margin(r))} | {tau}):
+            frr = np.mean([refused(r, t) for r in rs if r["cat"] != 5])
+            rej = np.mean([refused(r, t) for r in rs if r["cat"] == 5])
+            if frr <= 0.05 and rej >= best[1]:  # ties: the larger tau (fewer refused)
+                best = (t, rej)
         return float(best[0])
 
-    convs = sorted({r["conv"] for r in recs})
-    loco = {"rejected": 0, "c5": 0, "refused": 0, "ans": 0, "taus": {}}
-    for cv in convs:
-        t = fit([r for r in recs if r["conv"] != cv])
-        a = at([r for r in recs if r["conv"] == cv], t)
-        loco["taus"][cv] = round(t, 4)
-        loco["rejected"] += a["rejected_cat5"] * a["n_cat5"] / 100
-        loco["c5"] += a["n_cat5"]
-        loco["refused"] += a["false_refusal_1_4"] * a["n_answerable"] / 100
-        loco["ans"] += a["n_answerable"]
     best = fit(recs)
+    convs = sorted({r["conv"] for r in recs})
+    loco = {cv: fit([r for r in recs if r["conv"] != cv]) for cv in convs}
     return {
         "rule": "reject iff margin > tau (another speaker's best statement matches better)",
         # a question the activation threshold refused never reaches the check
@@ -214,12 +225,12 @@ def attribution_report(recs: list[dict], tau: float) -> dict:
                                                if r["cat"] == 5])), 2),
             "1_4": round(100 * float(np.mean([np.isfinite(margin(r)) for r in recs
                                               if r["cat"] != 5])), 2)},
-        "configured": {"tau": tau, **at(recs, tau)},
-        "curve": [{"tau": t, **at(recs, t)} for t in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 0.99)],
-        "calibrated_in_sample": {"tau": round(best, 4), **at(recs, best)},
-        "calibrated_loco": {"taus": loco["taus"],
-                            "rejected_cat5": round(100 * loco["rejected"] / loco["c5"], 2),
-                            "false_refusal_1_4": round(100 * loco["refused"] / loco["ans"], 2)},
+        "configured": {"tau": tau, **at(lambda r: tau)},
+        "curve": [{"tau": t, **at(lambda r, t=t: t)}
+                  for t in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 0.99)],
+        "calibrated_in_sample": {"tau": round(best, 4), **at(lambda r: best)},
+        "calibrated_loco": {"taus": {cv: round(t, 4) for cv, t in loco.items()},
+                            **at(lambda r: loco[r["conv"]])},
     }
 
 
@@ -311,11 +322,7 @@ def run(args) -> dict:
         sid = conv["sample_id"]
         items = turns_of(conv, sid)
         known = {it.dia_id for it in items}
-        # Identical texts are deduplicated by ingest (MD5 of the normalised text): a returned
-        # record stands for every turn with that text.
-        alias: dict[bytes, list[str]] = defaultdict(list)
-        for it in items:
-            alias[md5_of(it.text)].append(it.dia_id)
+        alias = turns_by_md5(items)
         with tempfile.TemporaryDirectory(prefix="synapse-locomo-") as tmp:
             path = Path(tmp) / "store"
             t = time.perf_counter()
@@ -338,11 +345,7 @@ def run(args) -> dict:
 
             store = Store.open(path)
             arrays = graphview.build(store)
-            dia_of_id = {}
-            for rid in arrays.ids.tolist():
-                body = store.body(rid)
-                # a semantic node (consolidation) stands for no turn
-                dia_of_id[rid] = alias[bytes.fromhex(body["md5"])] if body.get("md5") else []
+            dia_of_id = dia_ids_by_record(store, arrays.ids, alias)
 
             qas = []
             for qa in conv["qa"]:
