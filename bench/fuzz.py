@@ -283,6 +283,7 @@ def child(target: str, work: Path, libfuzzer_args: list[str], rss_margin_mb: int
         one(seed)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     limit = f"-rss_limit_mb={rss_mb + rss_margin_mb}"
+    print(f"stat::baseline_rss_mb: {rss_mb}", file=sys.stderr, flush=True)
     atheris.Setup([sys.argv[0], limit, *libfuzzer_args, str(corpus)], one)
     atheris.Fuzz()
 
@@ -302,8 +303,9 @@ def fuzz(target: str, seconds: float, work: Path, save: Path | None = REGRESSION
     for line in p.stderr.splitlines():
         if line.startswith("stat::number_of_executed_units"):
             stats["execs"] = int(line.split(":")[-1])
-        if line.startswith("stat::peak_rss_mb"):
-            stats["peak_rss_mb"] = int(line.split(":")[-1])
+        for key in ("peak_rss_mb", "baseline_rss_mb"):
+            if line.startswith(f"stat::{key}"):
+                stats[key] = int(line.split(":")[-1])
     found = []
     for a in sorted(artifacts.iterdir()):
         data = a.read_bytes()
