@@ -68,6 +68,7 @@ def modes(tau: float) -> dict[str, RecallConfig]:
         out[m] = dataclasses.replace(base, mode=m)
     for switch in ABLATIONS:
         out[f"no-{switch}"] = dataclasses.replace(base, **{switch: False})
+    out["no-speaker"] = dataclasses.replace(base, lambda_speaker=0.0)  # no speaker focus
     # consolidation's semantic nodes in the result slots or not (the default's opposite; no
     # difference on a store without them)
     flip = not base.semantic_results

@@ -105,6 +105,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("score", "lambda_pr", float, 0.0, "weight of PageRank", "recall"),
     S("score", "lambda_bm25", float, 0.3, "weight of normalised BM25", "recall"),
     S("score", "lambda_decay", float, 0.05, "weight of decay x importance (seed 004)", "recall"),
+    S("score", "lambda_speaker", float, 0.3, "bonus for the memories of the one speaker a query "
+      "names (one who speaks in its top gate.attribution_depth memories); 0 = off", "recall"),
     S("score", "decay", bool, True, "apply seed 004's header decay (false = ablation)", "recall"),
     S("ecphory", "k_init", int, 10, "recall --mode ecphory: engrams (semantic nodes) nearest "
       "the cue (seed 002 Table 5)", "recall", 1, 10000),

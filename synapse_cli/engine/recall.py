@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from store_format import flags as fl
-from store_format.tags import encode_tags
+from store_format.tags import contains_many, encode_tags, tag_bits
 
 from . import graphview
 from .store import Store
@@ -79,6 +79,13 @@ class RecallConfig:
     lambda_pr: float = 0.0
     lambda_bm25: float = 0.3
     lambda_decay: float = 0.05
+    # Speaker focus: a query that names one person who speaks in its top `attribution_depth`
+    # memories ("what books has Tim read?") is answered by that person's own turns (97% of
+    # the gold turns of such LoCoMo questions); their memories get this bonus on the score and
+    # the ranking is redone. Recall@10 over categories 1-4 by bonus, gate off: 0 69.3, 0.1 70.3,
+    # 0.2 71.0, 0.3 70.9, 0.5 70.9, 1.0 69.9 (past 0.5 the other speaker's replies that hold
+    # half the answer drop out). 0 switches it off.
+    lambda_speaker: float = 0.3
     # Seed 000 calibrates tau = 0.12. Calibrated here on LoCoMo dev (bench/locomo_recall.py),
     # the top activation does not separate unanswerable questions (AUC 0.47) and 0.12 refuses
     # 23% of answerable ones; the best tau with <= 5% false refusals is 0. So the gate sits just
@@ -141,6 +148,7 @@ class Signals:
     pred: np.ndarray | None = None
     anchors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     no_result: np.ndarray | None = None   # bool per position: may not be returned
+    bonus: np.ndarray | None = None       # float per position added to the fused score
 
 
 def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int,
@@ -307,10 +315,23 @@ def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
         fused_scores(sig.sim, sig.activation, sig.pagerank, sig.bm25, sig.decay, sig.importance,
                      cfg.lambda_sim, cfg.lambda_act, cfg.lambda_pr, cfg.lambda_bm25,
                      cfg.lambda_decay, cfg.fusion == "minmax", cfg.decay, score)
+        if sig.bonus is not None:
+            score += sig.bonus
     if sig.no_result is not None:
         score = np.where(sig.no_result, -np.inf, score)
     top = _top(score, cfg.k, floor)
     return top, score[top]
+
+
+def speaker_mask(store: Store, arrays: graphview.RecallArrays, name: str) -> np.ndarray:
+    """bool per position: the record's synaptic tags contain `speaker:<name>` (ingest tags
+    every record with its speaker; a Bloom filter, so about 0.3% of others match too)."""
+    tags = arrays.cache.get("synaptic_tags")
+    if tags is None:
+        tags = arrays.cache["synaptic_tags"] = (np.concatenate(
+            [np.asarray(s.headers["synaptic_tags"], np.uint64) for s in store.segments])
+            if store.segments else np.zeros(0, np.uint64))
+    return contains_many(tags, tag_bits(f"speaker:{name}"))
 
 
 def explain_path(pos: int, sig: Signals, ids: np.ndarray) -> list[int]:
@@ -347,8 +368,22 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
         sig.no_result = semantic if semantic.any() else None
     attributing = cfg.mode == "synapse" and cfg.gate and cfg.attribution
-    k = max(cfg.k, cfg.attribution_depth) if attributing else cfg.k
-    top, scores = rank(sig, cfg if k == cfg.k else replace(cfg, k=k))
+    focusing = cfg.mode == "synapse" and cfg.lambda_speaker > 0
+    k = max(cfg.k, cfg.attribution_depth) if attributing or focusing else cfg.k
+    kcfg = cfg if k == cfg.k else replace(cfg, k=k)
+    top, scores = rank(sig, kcfg)
+    bodies = None
+    if focusing and len(top):
+        from .attribution import named_speaker
+
+        bodies = store.bodies(arrays.ids[top])
+        name = named_speaker(query, {b.get("speaker") for b in bodies[: cfg.attribution_depth]}
+                             - {None})
+        if name is not None:
+            first = (top, scores, bodies)  # the attribution check weighs the unfocused ranking
+            sig.bonus = np.float64(cfg.lambda_speaker) * speaker_mask(store, arrays, name)
+            top, scores = rank(sig, kcfg)
+            bodies = None
     if cfg.mode == "synapse" and cfg.activation:
         confidence = float(sig.activation[top[0]]) if len(top) else 0.0
     else:  # the baselines have no activation: report the best similarity instead
@@ -356,14 +391,15 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     rejected = len(top) == 0 or (cfg.gate and cfg.mode == "synapse" and confidence < cfg.tau_gate)
     results, verdict = [], None
     if not rejected:
-        bodies = store.bodies(arrays.ids[top])
+        bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
         if attributing:
             from . import attribution
 
-            depth = top[: cfg.attribution_depth]
+            a_top, _, a_bodies = first if sig.bonus is not None else (top, scores, bodies)
+            depth = a_top[: cfg.attribution_depth]
             verdict = attribution.check(
-                query, bodies, lambda q: _bm25(store, q, arrays.ids, np.isfinite(sig.sim),
-                                               arrays.cache)[depth],
+                query, a_bodies, lambda q: _bm25(store, q, arrays.ids, np.isfinite(sig.sim),
+                                                 arrays.cache)[depth],
                 cfg.attribution_depth, cfg.tau_attribution)
             rejected = verdict is not None and not verdict.passed
         top, scores, bodies = top[: cfg.k], scores[: cfg.k], bodies[: cfg.k]
