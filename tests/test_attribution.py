@@ -46,7 +46,7 @@ def test_margin_cases():
 
 def test_verdict_reads_only_the_top_depth_results():
     """Whatever k the caller asked for: a speaker named only below `depth` gets no check."""
-    bodies = [{"speaker": "Bob", "text": f"I swam {i}."} for i in range(10)]
+    bodies = [{"speaker": "Bob", "text": f"I swim {i}."} for i in range(10)]
     bodies.append({"speaker": "Ann", "text": "I ran."})
     content = lambda q: np.ones(10)  # noqa: E731
     assert at.check("When did Ann swim?", bodies, content, 10, 0.25) is None
@@ -57,7 +57,7 @@ def test_verdict_reads_only_the_top_depth_results():
 
 
 def test_check_skips_queries_without_a_named_speaker():
-    bodies = [{"speaker": "Ann", "text": "I ran."}, {"speaker": "Bob", "text": "I swam."}]
+    bodies = [{"speaker": "Ann", "text": "I ran."}, {"speaker": "Bob", "text": "I swim."}]
     calls = []
     assert at.check("Who swam?", bodies, calls.append, 10, 0.25) is None and calls == []
     v = at.check("What did Ann swim?", bodies, lambda q: np.array([0.0, 2.0]), 10, 0.25)
@@ -80,3 +80,20 @@ def test_recall_refuses_the_wrong_person_and_answers_the_right_one(demo):  # noq
     # the other rejection stage is unchanged: no named speaker, nothing related
     assert "attribution" not in run(demo, "recall", "Where did anyone go hiking?",
                                     "--no-touch")[0]
+
+
+def test_only_words_outside_questions_count_as_stated():
+    assert at.stated_words("They're adorable! What are their names? Pets bring joy!") == {
+        "they", "re", "adorable", "pets", "bring", "joy"}
+    assert at.stated_words("Where was that taken? [shares a photo of a lake]") == {
+        "shares", "a", "photo", "of", "lake"}
+    assert at.stated_words("What other classes have you done?") == set()
+    assert at.stated_words(None) == set()
+
+
+def test_content_is_the_bm25_of_the_stated_query_words():
+    """BM25 is a sum over query words: each text keeps the words it states."""
+    texts = ["What are their names? Pets bring joy!", "Luna and Oliver are their names."]
+    per_word = {"are": [1.0, 1.0], "names": [5.0, 4.0], "pets": [3.0, 0.0], "their": [1.0, 1.0]}
+    got = at.stated_content("pets' names are?", texts, lambda w: per_word.get(w, [0.0, 0.0]))
+    assert got.tolist() == [3.0, 5.0]  # text 0 asks for names, states pets; text 1 the names
