@@ -48,7 +48,7 @@ def test_verdict_reads_only_the_top_depth_results():
     """Whatever k the caller asked for: a speaker named only below `depth` gets no check."""
     bodies = [{"speaker": "Bob", "text": f"I swim {i}."} for i in range(10)]
     bodies.append({"speaker": "Ann", "text": "I ran."})
-    content = lambda q: np.ones(10)  # noqa: E731
+    content = lambda q: (["swim"], np.ones((1, 10)))  # noqa: E731
     assert at.check("When did Ann swim?", bodies, content, 10, 0.25) is None
     assert at.check("When did Ann swim?", bodies[:10], content, 10, 0.25) is None
     assert at.check("When did Bob swim?", bodies, content, 10, 0.25).margin == -1.0
@@ -60,7 +60,8 @@ def test_check_skips_queries_without_a_named_speaker():
     bodies = [{"speaker": "Ann", "text": "I ran."}, {"speaker": "Bob", "text": "I swim."}]
     calls = []
     assert at.check("Who swam?", bodies, calls.append, 10, 0.25) is None and calls == []
-    v = at.check("What did Ann swim?", bodies, lambda q: np.array([0.0, 2.0]), 10, 0.25)
+    v = at.check("What did Ann swim?", bodies, lambda q: (["swim"], np.array([[0.0, 2.0]])), 10,
+                 0.25)
     assert v.name == "Ann" and v.margin == 1.0 and not v.passed
     assert v.as_dict() == {"name": "Ann", "margin": 1.0, "threshold": 0.25, "passed": False}
 
@@ -94,6 +95,7 @@ def test_only_words_outside_questions_count_as_stated():
 def test_content_is_the_bm25_of_the_stated_query_words():
     """BM25 is a sum over query words: each text keeps the words it states."""
     texts = ["What are their names? Pets bring joy!", "Luna and Oliver are their names."]
-    per_word = {"are": [1.0, 1.0], "names": [5.0, 4.0], "pets": [3.0, 0.0], "their": [1.0, 1.0]}
-    got = at.stated_content("pets' names are?", texts, lambda w: per_word.get(w, [0.0, 0.0]))
+    words, per_word = ["are", "names", "pets"], np.array([[1.0, 1.0], [5.0, 4.0], [3.0, 0.0]])
+    got = at.stated_content(words, per_word, texts)
     assert got.tolist() == [3.0, 5.0]  # text 0 asks for names, states pets; text 1 the names
+    assert at.stated_content([], np.zeros((0, 2)), texts).tolist() == [0.0, 0.0]

@@ -139,6 +139,19 @@ def test_top_k(tmp_path):
     assert len(index.top_k("cat", 100)[0]) == int((index.scores("cat")[1] > 0).sum())
 
 
+def test_word_scores_sum_to_the_scores(tmp_path):
+    """Per-word shares for chosen records (the attribution check's input) add up to scores()."""
+    index, _ = _build(tmp_path, CORPUS)
+    index.set_live([1, 2, 3, 5, 6, 7])
+    ids, full = index.scores("the cat the dog unknownword", live_only=False)
+    pick = np.array([7, 4, 1, 99, 2], np.uint64)  # 4 is dead, 99 unknown: both score 0
+    words, per_word = index.word_scores("the cat the dog unknownword", pick)
+    assert words == ["cat", "dog", "the", "unknownword"] and per_word.shape == (4, 5)
+    want = [full[ids.tolist().index(i)] if i in (1, 2, 7) else 0.0 for i in pick.tolist()]
+    np.testing.assert_allclose(per_word.sum(axis=0), want, rtol=1e-12, atol=1e-12)
+    assert (per_word[3] == 0).all()  # a word outside the vocabulary adds nothing
+
+
 # --------------------------------------------------------------------------- persistence
 
 

@@ -76,14 +76,12 @@ def stated_words(text: str | None) -> set[str]:
             if not sentence.rstrip().endswith("?") for t in tokenize(sentence)}
 
 
-def stated_content(query: str, texts: list[str | None], content_of) -> np.ndarray:
-    """BM25 of `query` per text, from the query words each text uses outside its questions."""
-    words = sorted(set(tokenize(query)))
-    if not words or not texts:
-        return np.zeros(len(texts))
-    per_word = np.array([np.asarray(content_of(w), np.float64) for w in words])
-    used = np.array([[w in stated for stated in map(stated_words, texts)] for w in words])
-    return (per_word * used).sum(axis=0)
+def stated_content(words: list[str], per_word: np.ndarray, texts: list[str | None]) -> np.ndarray:
+    """Per text, the sum of `per_word[j]` (word j's BM25 share) over the words it states."""
+    stated = [stated_words(t) for t in texts]
+    used = np.array([[w in s for s in stated] for w in words], dtype=bool).reshape(len(words),
+                                                                                 len(texts))
+    return (np.asarray(per_word, np.float64).reshape(used.shape) * used).sum(axis=0)
 
 
 def margin(name: str, speakers: list[str | None], texts: list[str | None],
@@ -104,18 +102,19 @@ def margin(name: str, speakers: list[str | None], texts: list[str | None],
     return (max(others) - max(mine)) / best
 
 
-def check(query: str, bodies: list[dict], content_of, depth: int,
+def check(query: str, bodies: list[dict], word_scores, depth: int,
           threshold: float) -> Verdict | None:
     """The verdict for a query over its ranked result bodies, or None when the check does not
     apply (no single named speaker among them, or no statement matches).
-    `content_of(text)` returns the BM25 score of `text` for each of the first `depth` results
-    (called once per word of the query without the name). Only those `depth` results are read,
-    so the verdict does not depend on how many results the caller asked for."""
+    `word_scores(query_without_name)` returns (its distinct words, their BM25 shares [words,
+    depth]) for the first `depth` results (BM25Index.word_scores). Only those `depth` results
+    are read, so the verdict does not depend on how many results the caller asked for."""
     top = bodies[:depth]
     speakers = [b.get("speaker") for b in top]
     name = named_speaker(query, {s for s in speakers if s})
     if name is None:
         return None
     texts = [b.get("text") for b in top]
-    m = margin(name, speakers, texts, stated_content(without_name(query, name), texts, content_of))
+    words, per_word = word_scores(without_name(query, name))
+    m = margin(name, speakers, texts, stated_content(words, per_word, texts))
     return None if m is None else Verdict(name, m, threshold)

@@ -84,6 +84,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("activation", "gamma", float, 5.0, "sigmoid slope", "recall", 0),
     S("activation", "theta", float, 0.5, "sigmoid threshold", "recall"),
     S("activation", "T", int, 5, "propagation steps", "recall", 0, 100),
+    S("activation", "hub_share", float, 0.2, "a semantic node linked to more than this share of "
+      "the episodes (a speaker's node) carries no activation; 1 = keep all", "recall", 0, 1),
     S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the top activation is "
       "below this", "recall"),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "

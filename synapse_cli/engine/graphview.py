@@ -35,6 +35,25 @@ class RecallArrays:
             self.cache["spike_trains"] = sp.trains(self.spikes, self.ids, self.timestamps)
         return self.cache["spike_trains"]
 
+    def without_hubs(self, share: float) -> tuple[np.ndarray, ...]:
+        """(indptr, indices, weights, types) without the edges of hub nodes: semantic nodes
+        linked to more than `share` of the episodes (once per snapshot and share)."""
+        key = ("hubless", share)
+        if key not in self.cache:
+            outdeg = np.diff(self.indptr)
+            semantic = fl.memory_type_code(self.flags) == fl.MemoryType.SEMANTIC
+            hub = semantic & (outdeg > share * np.count_nonzero(~semantic))
+            if not hub.any():
+                self.cache[key] = (self.indptr, self.indices, self.weights, self.types)
+            else:
+                src = np.repeat(np.arange(self.n), outdeg)
+                keep = ~hub[src] & ~hub[self.indices]
+                indptr = np.zeros(self.n + 1, np.int64)
+                np.cumsum(np.bincount(src[keep], minlength=self.n), out=indptr[1:])
+                self.cache[key] = (indptr, self.indices[keep], self.weights[keep],
+                                   self.types[keep])
+        return self.cache[key]
+
     def __post_init__(self):
         if self.dormant is None:
             self.dormant = np.zeros(len(self.ids), bool)

@@ -520,6 +520,31 @@ class BM25Index:
             return rec, out
         return rec[live], out[live]
 
+    def word_scores(self, query: str, record_ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """(the query's distinct words, float64 [words, len(record_ids)]): each word's share of
+        `scores(query)` for each given record (BM25 is a sum over query words), found by binary
+        search in that word's postings rather than by scoring every document."""
+        rec, _, _, _, indptr, csr_doc, csr_tf = self._postings()
+        live, doc_norm, idf = self._live_stats()
+        counts = Counter(tokenize(query))
+        words = sorted(counts)
+        out = np.zeros((len(words), len(record_ids)), dtype=np.float64)
+        ids = np.asarray(record_ids, np.uint64)
+        docs = np.minimum(np.searchsorted(rec, ids), max(len(rec) - 1, 0))
+        ok = (rec[docs] == ids) & live[docs] if len(rec) else np.zeros(len(ids), bool)
+        for j, w in enumerate(words):
+            t = self._term_id.get(w)
+            if t is None:
+                continue
+            lo, hi = int(indptr[t]), int(indptr[t + 1])
+            if hi == lo:
+                continue
+            at = np.minimum(np.searchsorted(csr_doc[lo:hi], docs), hi - lo - 1)
+            hit = ok & (csr_doc[lo + at] == docs)
+            f = csr_tf[lo + at[hit]]
+            out[j, hit] = idf[t] * counts[w] * (f * (self.k1 + 1.0) / (f + doc_norm[docs[hit]]))
+        return words, out
+
     def top_k(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The `k` best live documents with a positive score, best first (ties: lower id first)."""
         ids, s = self.scores(query)
