@@ -69,6 +69,8 @@ def modes(tau: float) -> dict[str, RecallConfig]:
     for switch in ABLATIONS:
         out[f"no-{switch}"] = dataclasses.replace(base, **{switch: False})
     out["no-speaker"] = dataclasses.replace(base, lambda_speaker=0.0)  # no speaker focus
+    out["exact-words"] = dataclasses.replace(base, variant_weight=0.0)  # no BM25 conflation
+    out["with-hubs"] = dataclasses.replace(base, hub_share=1.0)  # hub nodes carry activation
     # consolidation's semantic nodes in the result slots or not (the default's opposite; no
     # difference on a store without them)
     flip = not base.semantic_results

@@ -109,6 +109,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("score", "lambda_decay", float, 0.05, "weight of decay x importance (seed 004)", "recall"),
     S("score", "lambda_speaker", float, 0.3, "bonus for the memories of the one speaker a query "
       "names (one who speaks in its top gate.attribution_depth memories); 0 = off", "recall"),
+    S("score", "variant_weight", float, 1.0, "BM25 of the synapse mode: each query word also "
+      "matches its other forms (books/book, read/reading) at this share of its weight; 0 = "
+      "exact words", "recall", 0, 1),
     S("score", "decay", bool, True, "apply seed 004's header decay (false = ablation)", "recall"),
     S("ecphory", "k_init", int, 10, "recall --mode ecphory: engrams (semantic nodes) nearest "
       "the cue (seed 002 Table 5)", "recall", 1, 10000),

@@ -31,6 +31,7 @@ from store_format.errors import (
     ChecksumMismatch, InvalidRecord, StoreIOError, Truncated, UnsafeStore,
 )
 from store_format.fileio import fsync_dir, fsync_fd, open_for_append, pwrite_all, truncate
+from synapse_cli.models.conflate import variants
 from synapse_cli.models.tokenize import tokenize
 
 # numba costs ~0.5 s to import: a one-item `ingest` must not pay it, and for a batch the
@@ -494,8 +495,11 @@ class BM25Index:
     def __len__(self) -> int:
         return int(self._live_stats()[0].sum())
 
-    def scores(self, query: str, live_only: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """BM25 score of every live document for `query`.
+    def scores(self, query: str, live_only: bool = True,
+               variant_weight: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 score of every live document for `query`; with `variant_weight` > 0 each query
+        word also brings its other forms in the vocabulary (conflate.py), each weighted by that
+        share of a query word (0: rank-bm25's scores exactly).
 
         Returns
         -------
@@ -509,7 +513,8 @@ class BM25Index:
             raise RuntimeError("this BM25Index was opened append_only; reopen it to score")
         rec, _, _, _, indptr, csr_doc, csr_tf = self._postings()
         live, doc_norm, idf = self._live_stats()
-        counts = Counter(self._term_id[t] for t in tokenize(query) if t in self._term_id)
+        counts = {self._term_id[w]: c for w, c in self._query_words(query, variant_weight).items()
+                  if w in self._term_id}
         q_terms = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
         q_weights = idf[q_terms] * np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
         out = np.zeros(len(rec), dtype=np.float64)  # float64: exact agreement with rank-bm25
@@ -520,13 +525,27 @@ class BM25Index:
             return rec, out
         return rec[live], out[live]
 
-    def word_scores(self, query: str, record_ids: np.ndarray) -> tuple[list[str], np.ndarray]:
-        """(the query's distinct words, float64 [words, len(record_ids)]): each word's share of
-        `scores(query)` for each given record (BM25 is a sum over query words), found by binary
-        search in that word's postings rather than by scoring every document."""
+    def _query_words(self, query: str, variant_weight: float) -> dict[str, float]:
+        """Query word -> its weight: times it occurs; a form of it from the vocabulary that the
+        query does not use gets that times `variant_weight`."""
+        words = Counter(tokenize(query))
+        out = dict(words)
+        if variant_weight > 0:
+            for word, c in words.items():
+                for form in variants(word, self._term_id):
+                    if form not in words:
+                        out[form] = max(out.get(form, 0.0), c * variant_weight)
+        return out
+
+    def word_scores(self, query: str, record_ids: np.ndarray,
+                    variant_weight: float = 0.0) -> tuple[list[str], np.ndarray]:
+        """(the query's words, float64 [words, len(record_ids)]): each word's share of
+        `scores(query, variant_weight=...)` for each given record (BM25 is a sum over query
+        words), found by binary search in that word's postings rather than by scoring every
+        document."""
         rec, _, _, _, indptr, csr_doc, csr_tf = self._postings()
         live, doc_norm, idf = self._live_stats()
-        counts = Counter(tokenize(query))
+        counts = self._query_words(query, variant_weight)
         words = sorted(counts)
         out = np.zeros((len(words), len(record_ids)), dtype=np.float64)
         ids = np.asarray(record_ids, np.uint64)
