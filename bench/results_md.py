@@ -206,8 +206,7 @@ def cons_section(r: dict) -> list[str]:
           "flows through them. recall@10:", ""]
     first = ["synapse", "semantic-results", "no-semantic-results", "episodic-only", "vector",
              "bm25", "hybrid"]
-    order = [m for m in first if m in modes] + sorted(
-        m for m in modes if m not in first and m.startswith("no-"))
+    order = [m for m in first if m in modes] + sorted(m for m in modes if m not in first)
     convs = list(modes["synapse"]["as_configured"].get(
         "recall@10_all_1_4_per_conversation", {}))
     rows = []
