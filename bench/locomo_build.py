@@ -7,12 +7,14 @@ Per conversation, under bench/out/locomo_stores/<sample_id>/ (gitignored):
           exactly as bench/locomo_recall.py does it;
   cons/   a copy of plain/ consolidated with the real extractor (engine `consolidate()` via
           `synapse_cli.api.run_consolidate`, packaged SmolLM2-135M), only with --consolidate.
-A store that is already there is reused, so a rerun is instant; consolidation is the slow part
-(~4 turns/s). Prints one JSON object with what was built and how long it took.
+A store that is already there is reused, so a rerun is instant (unless it was built from another
+data file: each conversation's folder records the SHA-256 of the file it came from); consolidation
+is the slow part (~6 turns/s). Prints one JSON object with what was built and how long it took.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -38,12 +40,18 @@ def build(args) -> dict:
     from synapse_cli.engine.store import StoreWriter
     from synapse_cli.models.embedder import get_embedder
 
-    data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())
+    raw = (Path(args.data) / "locomo" / "locomo_dev.json").read_bytes()
+    data, digest = json.loads(raw), hashlib.sha256(raw).hexdigest()
     embedder = get_embedder()
     report = {}
     for conv in data:
         sid = conv["sample_id"]
         base = OUT / sid
+        stamp = base / "data.sha256"
+        if base.exists() and (not stamp.exists() or stamp.read_text() != digest):
+            shutil.rmtree(base)  # built from other data
+        base.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(digest)
         plain = base / "plain"
         rep = report.setdefault(sid, {})
         if not (plain / "ok").exists():

@@ -60,7 +60,10 @@ from synapse_cli.engine.store import Store, StoreWriter  # noqa: E402
 # goal would not separate them) and no topic taken from the questions.
 GOAL = ("Remember what my friends and I talk about: our lives, family, work, hobbies, "
         "feelings, plans and the things we do.")
-MODES = ("synapse", "vector", "bm25", "hybrid")
+# name -> RecallConfig fields; "no-graph" shows what distractors cost the graph: interleaved in
+# a session, they sit in the temporal chain the activation runs along
+MODES = {"synapse": {}, "vector": {"mode": "vector"}, "bm25": {"mode": "bm25"},
+         "hybrid": {"mode": "hybrid"}, "no-graph": {"graph": False}}
 K = 10
 
 
@@ -127,8 +130,8 @@ def evaluate(path: Path, items: list[Item], qas, qvecs, now_ms: int) -> dict:
         arrays = graphview.build(store)
         dia_of_id = dia_ids_by_record(store, arrays.ids, alias)
         out = {}
-        for mode in MODES:
-            cfg = RecallConfig(mode=mode, k=K)
+        for mode, fields in MODES.items():
+            cfg = RecallConfig(k=K, **fields)
             per_q = []
             for (qa, cat, gold), qv in zip(qas, qvecs):
                 r = recall(store, qa["question"], qv, cfg, arrays, now_ms=now_ms)
