@@ -69,7 +69,7 @@ class RecallConfig:
     # which consolidation links to every turn of theirs) neither receives nor passes activation:
     # the fan effect spreads it thin, yet it still ties every anchor to everything that person
     # said. On the consolidated LoCoMo dev stores, recall@10 over 1-4 gated: 66.0 with hubs,
-    # 66.8 without (1 = keep every node).
+    # 66.8 without, when it was added (1 = keep every node).
     hub_share: float = 0.2
     # "minmax" rescales the cosine to [0, 1] over the query's candidates (the range of the
     # normalised BM25 and of the activation) before weighting, so a weight does not depend on
@@ -95,9 +95,9 @@ class RecallConfig:
     # Speaker focus: a query that names one person who speaks in its top `attribution_depth`
     # memories ("what books has Tim read?") is answered by that person's own turns (97% of
     # the gold turns of such LoCoMo questions); their memories get this bonus on the score and
-    # the ranking is redone. Recall@10 over categories 1-4 by bonus, gate off: 0 69.3, 0.1 70.3,
-    # 0.2 71.0, 0.3 70.9, 0.5 70.9, 1.0 69.9 (past 0.5 the other speaker's replies that hold
-    # half the answer drop out). 0 switches it off.
+    # the ranking is redone. Recall@10 over categories 1-4 by bonus, gate off, when it was added
+    # (before conflation): 0 69.3, 0.1 70.3, 0.2 71.0, 0.3 70.9, 0.5 70.9, 1.0 69.9 (past 0.5
+    # the other speaker's replies that hold half the answer drop out). 0 switches it off.
     lambda_speaker: float = 0.3
     # Seed 000 calibrates tau = 0.12. Calibrated here on LoCoMo dev (bench/locomo_recall.py),
     # the top activation does not separate unanswerable questions (AUC 0.47) and 0.12 refuses
