@@ -246,7 +246,7 @@ def verify_report(recs: list[dict], threshold: float, memories: int, lat: list[f
 
     def at(tau_of) -> dict:
         ans = [r for r in recs if r["cat"] != 5]
-        rej = {id(r): score(r) < tau_of(r) for r in recs}
+        rej = {id(r): r["as_configured"]["rejected"] or score(r) < tau_of(r) for r in recs}
         return {"rejected_cat5": round(100 * float(np.mean([rej[id(r)] for r in recs
                                                             if r["cat"] == 5])), 2),
                 "false_refusal_1_4": round(100 * float(np.mean([rej[id(r)] for r in ans])), 2),

@@ -95,8 +95,9 @@ SETTINGS: tuple[Setting, ...] = (
       "refuse", "recall", -1, 1),
     S("gate", "attribution_depth", int, 10, "top memories the attribution check weighs",
       "recall", 1, 1000),
-    S("verify", "verify_threshold", float, 0.0, "recall --verify rejects when the model's log "
-      "P(yes) - log P(no) that the memories mention what the query asks is below this"),
+    S("verify", "verify_threshold", float, -1.2, "recall --verify rejects when the model's log "
+      "P(yes) - log P(no) that the memories mention what the query asks is below this "
+      "(calibrated on LoCoMo dev, see engine/answer_check.py)"),
     S("verify", "verify_memories", int, 5, "how many top memories recall --verify shows the "
       "model", None, 1, 30),
     S("score", "fusion", str, "minmax", "minmax = cosine rescaled to [0, 1] over the query's "
