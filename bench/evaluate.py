@@ -42,12 +42,13 @@ def step(name: str, args: list[str], out: Path | None) -> dict | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--data", help="LoCoMo-format data (default: each benchmark's, "
+                                   "../shared/data)")
     ap.add_argument("--verify", action="store_true", help="also run recall --verify's stage "
                                                           "(one model call per query)")
     a = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    data = ["--data", a.data]
+    data = ["--data", a.data] if a.data else []
     t = time.perf_counter()
     result = {
         "benchmark": "evaluate",

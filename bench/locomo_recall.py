@@ -261,6 +261,8 @@ def verify_report(recs: list[dict], threshold: float, memories: int, lat: list[f
         # the midpoint to the next lower score: the rounded tau itself may sit above a score
         cal["tau"] = (cal["tau_midpoint_to_next_lower_confidence"]
                       if cal["rejection_rate_cat5"] > 0 else -np.inf)
+        if cal["tau"] < -1e8:  # between the gate's rejections (-1e9) and every model score
+            cal["tau"] = -np.inf  # = no threshold: the gate's rejections only
         return cal
 
     cal = fit(recs)
