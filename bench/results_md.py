@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 CATS = ["all_1_4", "1_multi-hop", "2_temporal", "3_open-domain", "4_single-hop"]
 HEAD = ["all 1-4", "multi-hop", "temporal", "open-domain", "single-hop"]
@@ -186,11 +188,15 @@ def verify_section(v: dict) -> list[str]:
                                        "recall@10_all_1_4")]])
     L += table(["setting", "threshold", "cat-5 rejected %", "1-4 refused %",
                 "recall@10 all 1-4"], rows)
-    L += [f"Score separation: AUC (answerable above category 5) "
-          f"{cal['auc_answerable_above_cat5']}; log-odds quantiles q5/25/50/75 answerable "
-          + " / ".join(fmt(x) for x in cal["quantiles_answerable"].values())
-          + ", category 5 " + " / ".join(fmt(x) for x in cal["quantiles_cat5"].values())
-          + f". Calibration rule: {cal['rule']}.", ""]
+    # separation among the queries the model scored (the gate's rejections left out)
+    a = np.array([q[3] for q in v["per_question"] if q[3] is not None and q[1] != 5])
+    f = np.array([q[3] for q in v["per_question"] if q[3] is not None and q[1] == 5])
+    auc = float(np.mean((a[:, None] > f[None, :]) + 0.5 * (a[:, None] == f[None, :])))
+    quart = lambda x: " / ".join(fmt(round(float(np.quantile(x, q)), 3))  # noqa: E731
+                                 for q in (0.05, 0.25, 0.5, 0.75))
+    L += [f"Score separation over the {len(a) + len(f)} queries the model scored: AUC "
+          f"(answerable above category 5) {auc:.3f}; log-odds quantiles q5/25/50/75 answerable "
+          f"{quart(a)}, category 5 {quart(f)}. Calibration rule: {cal['rule']}.", ""]
     return L
 
 
