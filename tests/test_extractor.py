@@ -79,6 +79,15 @@ def test_common_noun_inside_a_longer_candidate_is_dropped():
     assert "online clothing store" in c and "store" not in c
 
 
+def test_noun_phrases_stop_before_adverbs_and_verbs():
+    c = cands("Nate: I finished the script now. The tournament afterwards was fun.",
+              "Joanna: The eagle symbolizes freedom to me. My dance classes are fun.")
+    assert "script" in c and "script now" not in c
+    assert "tournament" in c and "tournament afterwards" not in c
+    assert "eagle" in c and not any("symbolizes" in x for x in c)
+    assert "dance classes" in c  # a plural head noun stays: the next word is a verb
+
+
 def test_candidates_occur_verbatim_and_respect_the_limit():
     rows = [json.loads(line) for line in (ROOT / "fixtures" / "demo.ndjson").open()]
     text = window_text([f"{r['speaker']}: {r['text']}" for r in rows])

@@ -244,6 +244,13 @@ def _with_modifiers(toks, i: int, body: str) -> str:
     return body[toks[k][1]:toks[i][2]]
 
 
+def _content(tok: str) -> bool:
+    """A lowercase word that can open a noun phrase (not a function word or adjective)."""
+    low = tok.casefold()
+    return tok.isalpha() and tok.islower() and low not in _STOP and low not in _NOT_NOUN \
+        and low not in _DET
+
+
 def _noun_phrase(toks, i: int, body: str, gerund_only: bool = False) -> str | None:
     """The noun phrase starting at token i ("a [rescue dog]", "went [camping]"): up to 3
     content words on one phrase (no punctuation between), leading evaluative adjectives and
@@ -282,6 +289,10 @@ def _noun_phrase(toks, i: int, body: str, gerund_only: bool = False) -> str | No
             continue
         if low.endswith("ed") and words:
             break
+        if words and low.endswith("s") and not low.endswith("ss") and j + 1 < len(toks) \
+                and not toks[words[-1]][0].casefold().endswith("s") \
+                and body[toks[j][2]:toks[j + 1][1]] == " " and _content(toks[j + 1][0]):
+            break  # a verb between two nouns: "the eagle [symbolizes] freedom"
         words.append(j)
         j += 1
     # The last word must be able to be a noun: not a participle or adjective.

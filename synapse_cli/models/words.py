@@ -50,6 +50,8 @@ broke went came took gave made got felt left ran saw told brought bought thought
 kept met paid sent spent won lost wrote built hit sucks sucked
 coolest latest initial upcoming extra specific possible successful another recent
 together
+now throughout afterwards afterward soon lately recently later earlier anymore yet meanwhile
+nowadays
 """.split())
 # Nouns too generic or too abstract to be worth a node alone ("kids", "support"); they may
 # still modify a head noun ("support group", "morning workout").
