@@ -187,6 +187,18 @@ class TimedEmbedder:
             self.seconds += time.perf_counter() - t
 
 
+def refusal_rates(recs: list[dict], refused, recall_of, recall_key: str) -> dict:
+    """Category-5 rejection and 1-4 false refusals in % for `refused(r)`, and recall@10 over
+    1-4 with a refused question scoring 0 (`recall_of(r)` otherwise)."""
+    ans = [r for r in recs if r["cat"] != 5]
+    ref = {id(r): bool(refused(r)) for r in recs}
+    return {"rejected_cat5": round(100 * float(np.mean([ref[id(r)] for r in recs
+                                                        if r["cat"] == 5])), 2),
+            "false_refusal_1_4": round(100 * float(np.mean([ref[id(r)] for r in ans])), 2),
+            recall_key: round(100 * float(np.mean(
+                [0.0 if ref[id(r)] else recall_of(r) for r in ans])), 2)}
+
+
 def attribution_report(recs: list[dict], tau: float) -> dict:
     """The gate's attribution check (engine/attribution.py): rejection of category 5, false
     refusals on 1-4 and recall@10 at the configured margin, along a curve of margins, and with
@@ -200,13 +212,8 @@ def attribution_report(recs: list[dict], tau: float) -> dict:
         return (r["as_configured"]["rejected"] and margin(r) <= tau) or margin(r) > t
 
     def at(tau_of) -> dict:
-        ans = [r for r in recs if r["cat"] != 5]
-        ref = {id(r): refused(r, tau_of(r)) for r in recs}
-        return {"rejected_cat5": round(100 * float(np.mean([ref[id(r)] for r in recs
-                                                            if r["cat"] == 5])), 2),
-                "false_refusal_1_4": round(100 * float(np.mean([ref[id(r)] for r in ans])), 2),
-                "recall@10_1_4": round(100 * float(np.mean(
-                    [0.0 if ref[id(r)] else r["ungated"]["r@10"] for r in ans])), 2)}
+        return refusal_rates(recs, lambda r: refused(r, tau_of(r)),
+                             lambda r: r["ungated"]["r@10"], "recall@10_1_4")
 
     def fit(rs) -> float:
         best = (np.inf, -1.0)
@@ -245,13 +252,8 @@ def verify_report(recs: list[dict], threshold: float, memories: int, lat: list[f
         return -np.inf if r["as_configured"]["rejected"] else r["verify_score"]
 
     def at(tau_of) -> dict:
-        ans = [r for r in recs if r["cat"] != 5]
-        rej = {id(r): r["as_configured"]["rejected"] or score(r) < tau_of(r) for r in recs}
-        return {"rejected_cat5": round(100 * float(np.mean([rej[id(r)] for r in recs
-                                                            if r["cat"] == 5])), 2),
-                "false_refusal_1_4": round(100 * float(np.mean([rej[id(r)] for r in ans])), 2),
-                "recall@10_all_1_4": round(100 * float(np.mean(
-                    [0.0 if rej[id(r)] else r["as_configured"]["r@10"] for r in ans])), 2)}
+        return refusal_rates(recs, lambda r: r["as_configured"]["rejected"] or score(r) < tau_of(r),
+                             lambda r: r["as_configured"]["r@10"], "recall@10_all_1_4")
 
     def fit(rs) -> dict:
         """calibrate() on the log-odds; its 'tau 0 = reject nothing' means -inf here."""

@@ -408,8 +408,12 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
                              - {None})
         if name is not None:
             sig.bonus = np.float64(cfg.lambda_speaker) * speaker_mask(store, arrays, name)
+            read = dict(zip(arrays.ids[top].tolist(), bodies))
             top, scores = rank(sig, kcfg)
-            bodies = None
+            ids = arrays.ids[top].tolist()
+            missing = [i for i in ids if i not in read]  # the focus mostly reorders: read once
+            read.update(zip(missing, store.bodies(missing) if missing else []))
+            bodies = [read[i] for i in ids]
     if cfg.mode == "synapse" and cfg.activation:
         confidence = float(sig.activation[top[0]]) if len(top) else 0.0
     else:  # the baselines have no activation: report the best similarity instead

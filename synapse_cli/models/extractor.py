@@ -31,7 +31,8 @@ from .entity_types import ENTITY_TYPES, known_types, rule_type  # noqa: F401
 from .salience import MIN_SALIENCE, keep_salient, salience
 from .words import _SPEAKER
 
-PROMPT_VERSION = "x4"  # bump when the prompt, grammar, candidates or post-processing change (cache key)
+# the extraction cache key: bump when the prompt, grammar, candidates or post-processing change
+PROMPT_VERSION = "x4"
 CANDIDATE_POOL = 8  # candidates the salience filter chooses from (MAX_CANDIDATES without it)
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEAKER_REL = "talks about"
