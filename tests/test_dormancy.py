@@ -162,6 +162,24 @@ def test_windows_zero_never_archives(tmp_path, embedder):
     assert d.low.max() >= 10  # still counted, so turning it on later acts on the history
 
 
+def test_document_windows_do_not_age_nodes(tmp_path, embedder):
+    """A corpus (episodes with a source and no session) is not time passing: after 16 one-
+    document windows with W = 3 nothing is archived, and the same texts as a conversation
+    archive the same cities as the drifting fixture."""
+    rows = [json.loads(x) for x in drifting().decode().splitlines()]
+    store = tmp_path / "docs"
+    docs = [dict({k: v for k, v in r.items() if k != "session"}, source=f"doc-{i // 5}")
+            for i, r in enumerate(rows)]
+    ingest(store, "".join(json.dumps(r) + "\n" for r in docs).encode())
+    res = run_fake(store, embedder, dormancy_windows=3)
+    d = state(store)
+    assert res.windows == len(CITIES) and set(node_ids(store)) == set(CITIES)
+    assert res.archived == 0 and not d.archived.any() and d.windows == 0
+    assert not d.low.any()
+    assert d.last_window == sorted(d.last_window) and len(d.last_window) == 5  # resume marker
+    assert verify(store).ok
+
+
 def _unit_store(path):
     """Episode e, nodes a (edge from e), b, c (pinned); no other edges."""
     emb = FakeEmbedder()

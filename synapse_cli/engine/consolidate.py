@@ -57,6 +57,9 @@ class Window:
     ids: list[int]
     texts: list[str]        # what the model sees ("speaker: text")
     timestamp_ms: int       # of the newest episode
+    # Cut from a document (episodes with a source and no session): not time passing in the
+    # agent's life, so it does not advance the dormancy clock (FORMAT.md 16.1).
+    document: bool = False
 
 
 @dataclass
@@ -95,7 +98,8 @@ def _unit(v: np.ndarray) -> np.ndarray:
 def _window(chunk: list[tuple[int, int, dict]]) -> Window:
     texts = [f"{b['speaker']}: {b['text']}" if b.get("speaker") else b["text"]
              for _, _, b in chunk]
-    return Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk))
+    document = all(b.get("source") and not b.get("session") for _, _, b in chunk)
+    return Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk), document)
 
 
 def plan_windows(store, size: int, resume=()) -> list[Window]:
@@ -348,7 +352,8 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     named = {nodes.ids[i] for i in window_nodes.values() if i < n_existing}
     before = set(dormancy.archived_ids())
     archived = dormancy.observe(w, win.ids, named, DormancyConfig(cfg.dormancy_epsilon,
-                                                                  cfg.dormancy_windows))
+                                                                  cfg.dormancy_windows),
+                                clock=not win.document)
     dormancy.stage(w)
     res.woken += len(before & named)
     res.archived += len(archived)
