@@ -165,7 +165,10 @@ def ablations() -> dict:
     base = RecallConfig(k=200, mode="ecphory", cues="rules")
     out = {f"hops={d}": dataclasses.replace(base, hops=d) for d in (0, 1, 3)}
     out.update({f"chunk_rank={c}": dataclasses.replace(base, chunk_rank=c)
-                for c in ("engram", "cosine")})
+                for c in ("rrf", "engram", "cosine")})
+    out.update({f"link_seeds={m}": dataclasses.replace(base, link_seeds=m) for m in (1, 5)})
+    out.update({f"link_weight={x}": dataclasses.replace(base, link_weight=x)
+                for x in (0.1, 0.2, 0.5)})
     out.update({f"k_final={k}": dataclasses.replace(base, k_final=k) for k in (10, 40)})
     out["direct_chunks=0"] = dataclasses.replace(base, direct_chunks=0)
     out["rerank_by=cue (Algorithm 1 as written)"] = dataclasses.replace(base, rerank_by="cue")

@@ -173,7 +173,8 @@ def test_document_windows_do_not_age_nodes(tmp_path, embedder):
     ingest(store, "".join(json.dumps(r) + "\n" for r in docs).encode())
     res = run_fake(store, embedder, dormancy_windows=3)
     d = state(store)
-    assert res.windows == len(CITIES) and set(node_ids(store)) == set(CITIES)
+    assert res.windows == len(CITIES) == res.document_nodes
+    assert set(node_ids(store)) == set(CITIES) | {f"doc-{k}" for k in range(len(CITIES))}
     assert res.archived == 0 and not d.archived.any() and d.windows == 0
     assert not d.low.any()
     assert d.last_window == sorted(d.last_window) and len(d.last_window) == 5  # resume marker

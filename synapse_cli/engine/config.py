@@ -128,9 +128,14 @@ SETTINGS: tuple[Setting, ...] = (
       choices=("query", "cue")),
     S("ecphory", "direct_chunks", int, 5, "chunks nearest the cue added to the engrams' source "
       "chunks", "recall", 0, 10000),
-    S("ecphory", "chunk_rank", str, "rrf", "order of the returned chunks: rrf = reciprocal-rank "
-      "fusion of engram order and direct search, engram = engram order, cosine = cosine to the "
-      "cue", "recall", choices=("rrf", "engram", "cosine")),
+    S("ecphory", "chunk_rank", str, "linked", "order of the returned chunks: linked = cosine to "
+      "the query, plus the documents the best chunks name (link_seeds, link_weight), rrf = "
+      "reciprocal-rank fusion of engram order and direct search, engram = engram order, cosine "
+      "= cosine to the query", "recall", choices=("linked", "rrf", "engram", "cosine")),
+    S("ecphory", "link_seeds", int, 3, "chunk_rank = linked: how many of the best chunks lend "
+      "their document links (engine/doclinks.py)", "recall", 0, 1000),
+    S("ecphory", "link_weight", float, 0.3, "chunk_rank = linked: a linked document's chunk "
+      "scores its own cosine plus this share of the linking chunk's", "recall", 0, 10),
     S("ecphory", "cues", str, "rules", "cue extraction: rules (deterministic, instant) or model "
       "(the local llama.cpp model, ~0.5-3 s per query on 2 cores; rules when it is missing)",
       "recall", choices=("rules", "model")),

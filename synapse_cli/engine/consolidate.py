@@ -27,7 +27,7 @@ from store_format import flags as fl
 from store_format import graph_files as gf
 
 from ..models.extractor import candidate_spans, speaker_entities, window_text
-from . import pagerank_cache
+from . import doclinks, pagerank_cache
 from .dormancy import DormancyConfig, DormancyState
 from .extract_cache import ExtractCache, cache_key
 from .memory import NewMemory
@@ -57,9 +57,10 @@ class Window:
     ids: list[int]
     texts: list[str]        # what the model sees ("speaker: text")
     timestamp_ms: int       # of the newest episode
-    # Cut from a document (episodes with a source and no session): not time passing in the
-    # agent's life, so it does not advance the dormancy clock (FORMAT.md 16.1).
-    document: bool = False
+    # The document it was cut from (episodes with a source and no session), else None. A
+    # document window is not time passing in the agent's life: it does not advance the
+    # dormancy clock (FORMAT.md 16.1).
+    source: str | None = None
 
 
 @dataclass
@@ -73,6 +74,8 @@ class ConsolidateResult:
     prune_candidates: int = 0
     archived: int = 0               # nodes archived as dormant by this run
     woken: int = 0                  # archived nodes a window named again
+    document_nodes: int = 0         # nodes made for documents (engine/doclinks.py)
+    document_links: int = 0         # episode <-> document node links (both directions: 1)
     cache_hits: int = 0
     extract_seconds: float = 0.0
     seconds: float = 0.0
@@ -84,6 +87,7 @@ class ConsolidateResult:
         d = {k: getattr(self, k) for k in ("windows", "episodes", "nodes_created",
                                            "nodes_merged", "edges", "edges_removed",
                                            "prune_candidates", "archived", "woken",
+                                           "document_nodes", "document_links",
                                            "cache_hits", "left_windows", "left_episodes")}
         d["seconds"] = round(self.seconds, 3)
         d["extract_seconds"] = round(self.extract_seconds, 3)
@@ -98,8 +102,10 @@ def _unit(v: np.ndarray) -> np.ndarray:
 def _window(chunk: list[tuple[int, int, dict]]) -> Window:
     texts = [f"{b['speaker']}: {b['text']}" if b.get("speaker") else b["text"]
              for _, _, b in chunk]
-    document = all(b.get("source") and not b.get("session") for _, _, b in chunk)
-    return Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk), document)
+    source = chunk[0][2].get("source")
+    document = all(b.get("source") == source and not b.get("session") for _, _, b in chunk)
+    return Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk),
+                  source if source and document else None)
 
 
 def plan_windows(store, size: int, resume=()) -> list[Window]:
@@ -236,9 +242,56 @@ def replay_scores(w: StoreWriter, win: Window, nodes: NodeIndex,
     return np.asarray(scores, np.float64)
 
 
+def _append_nodes(w: StoreWriter, nodes: NodeIndex, pending: list) -> None:
+    """Append new semantic nodes ((NewMemory, index in `nodes`) pairs), give them their ids
+    and stage their BM25 postings ("name desc") for the next commit."""
+    new_ids = w.append([m for m, _ in pending])
+    for rid, (_, i) in zip(new_ids, pending):
+        nodes.ids[i] = rid
+    if new_ids:
+        from ..models.bm25 import BM25Index
+
+        bm25 = BM25Index.open(w.path, w.manifest.bm25, append_only=True)
+        w.stage(bm25=bm25.add(new_ids, [f"{nodes.bodies[i]['name']} {nodes.bodies[i]['desc']}"
+                                        for _, i in pending]))
+
+
+def document_nodes(w: StoreWriter, windows: list[Window], nodes: NodeIndex, embedder,
+                   res: ConsolidateResult) -> doclinks.DocumentNames:
+    """Before the windows (engine/doclinks.py): a node for every document about to be read
+    that has no node of its name yet, in one commit, so that a chunk read before the document
+    it names still finds its node. Returns the names of the documents known so far."""
+    docs = doclinks.DocumentNames(b["name"] for b in nodes.bodies
+                                  if b.get("etype") == doclinks.DOCUMENT_TYPE)
+    first: dict[str, Window] = {}
+    for win in windows:
+        if win.source is not None:
+            first.setdefault(win.source, win)
+            docs.add(win.source)
+    new = [(src, win) for src, win in first.items() if src.casefold() not in nodes.by_name]
+    if not new:
+        return docs
+    texts = [doclinks.node_text(src, win.texts[0]) for src, win in new]
+    pending = []
+    for (src, win), text, v in zip(new, texts, embedder.encode(texts)):
+        body = {"name": src, "etype": doclinks.DOCUMENT_TYPE,
+                "desc": text.split(" [DESC] ", 1)[1], "sources": [], "relations": []}
+        i = nodes.add(0, body, v)
+        pending.append((NewMemory(text=text, vector=nodes.vectors[i],
+                                  timestamp_ms=win.timestamp_ms,
+                                  memory_type=fl.MemoryType.SEMANTIC, resolved=True,
+                                  meta=dict(body)), i))
+    _append_nodes(w, nodes, pending)
+    w.commit()
+    w.refresh()
+    res.document_nodes += len(pending)
+    return docs
+
+
 def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: ExtractCache,
                     nodes: NodeIndex, inedges: InEdges, dormancy: DormancyState,
-                    cfg: ConsolidateConfig, res: ConsolidateResult) -> None:
+                    docs: doclinks.DocumentNames, cfg: ConsolidateConfig,
+                    res: ConsolidateResult) -> None:
     scores = replay_scores(w, win, nodes, cfg)
     keep = [i for i in range(len(win.ids)) if scores[i] >= cfg.prune_threshold]
     kept_ids = [win.ids[i] for i in keep]
@@ -302,15 +355,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         b = nodes.bodies[i]
         mem.meta = dict(b)
         mem.vector = nodes.vectors[i]
-    new_ids = w.append([m for m, _ in pending])
-    for rid, (_, i) in zip(new_ids, pending):
-        nodes.ids[i] = rid
-    if new_ids:
-        from ..models.bm25 import BM25Index
-
-        bm25 = BM25Index.open(w.path, w.manifest.bm25, append_only=True)
-        w.stage(bm25=bm25.add(new_ids, [f"{nodes.bodies[i]['name']} {nodes.bodies[i]['desc']}"
-                                        for _, i in pending]))
+    _append_nodes(w, nodes, pending)
 
     # Edges.
     src, dst, typ, wgt = [], [], [], []
@@ -329,6 +374,19 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         s, d = window_nodes.get(r["src"].casefold()), window_nodes.get(r["dst"].casefold())
         if s is not None and d is not None and s != d:
             edge(nodes.ids[s], nodes.ids[d], gf.RELATION, r["weight"])
+    # Document links (engine/doclinks.py), after the abstraction edges so that an episode's
+    # own document keeps weight 1 when the model also named it.
+    linked: set[int] = set()
+    for ep, text in zip(win.ids, win.texts):
+        links = [(s, cfg.abstraction_weight) for s in docs.mentioned(text) if s != win.source]
+        links += [(win.source, 1.0)] if win.source is not None else []
+        for source, weight in links:
+            hit = nodes.by_name.get(source.casefold())
+            if hit is not None:
+                edge(ep, nodes.ids[hit], gf.ABSTRACTION, weight)
+                edge(nodes.ids[hit], ep, gf.ABSTRACTION, weight)
+                linked.add(nodes.ids[hit])
+                res.document_links += 1
     for i in sorted(set(window_nodes.values())):
         sims = nodes.vectors @ nodes.vectors[i]
         sims[i] = -1.0
@@ -349,11 +407,11 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         res.edges_removed += len(rs)
 
     # Dormancy: observed over the committed graph, staged into this window's commit.
-    named = {nodes.ids[i] for i in window_nodes.values() if i < n_existing}
+    named = {nodes.ids[i] for i in window_nodes.values() if i < n_existing} | linked
     before = set(dormancy.archived_ids())
     archived = dormancy.observe(w, win.ids, named, DormancyConfig(cfg.dormancy_epsilon,
                                                                   cfg.dormancy_windows),
-                                clock=not win.document)
+                                clock=win.source is None)
     dormancy.stage(w)
     res.woken += len(before & named)
     res.archived += len(archived)
@@ -394,13 +452,15 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
         return res
     cache = ExtractCache(w.path)
     nodes = NodeIndex.load(w)
+    docs = document_nodes(w, windows, nodes, embedder, res)
     inedges = InEdges(w.graph())
     for n, win in enumerate(windows):
         if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
             res.left_windows = len(windows) - n
             res.left_episodes = sum(len(x.ids) for x in windows[n:])
             break
-        _process_window(w, win, extractor, embedder, cache, nodes, inedges, dormancy, cfg, res)
+        _process_window(w, win, extractor, embedder, cache, nodes, inedges, dormancy, docs, cfg,
+                        res)
         if progress is not None:
             progress(n + 1, len(windows))
     if res.windows:  # the graph changed: PageRank once, for every recall until the next change

@@ -122,7 +122,9 @@ class RecallConfig:
     k_final: int = 20            # engrams kept after re-ranking
     rerank_by: str = "query"     # seeds, weights, re-ranking, direct search: query or cue
     direct_chunks: int = 5       # chunks nearest the cue added to the engrams' source chunks
-    chunk_rank: str = "rrf"      # order of those chunks: rrf, engram or cosine
+    chunk_rank: str = "linked"   # order of those chunks: linked, rrf, engram or cosine
+    link_seeds: int = 3          # linked: the best chunks whose document links are followed
+    link_weight: float = 0.3     # linked: share of the linking chunk's cosine a link adds
     cues: str = "rules"          # cue extractor: rules, or model (the local llama.cpp model)
     cue_model: str | None = None  # GGUF for cues = "model" (None: the extractor's default)
     # ablations (seed 000 Table 3); with beta = 0, inhibition=False changes nothing
