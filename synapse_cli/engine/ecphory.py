@@ -19,14 +19,15 @@ edges. Per query:
     the centroid hops add nothing there (hops 0 to 3 all give 89.0).
 v_r is the seed's text's choice (eq. 2 and step 3 weight and re-rank by the original query,
 `rerank_by = "query"`, the default) or its Algorithm 1's (the cue, `"cue"`). On HotpotQA dev
-(bench/hotpotqa_recall.py) the query reading finds 6.5 more points of recall@5 (82.5 against 89.0): MiniLM embeds a
-list of names less well than the question when it compares them with chunks. The cue always
+(bench/hotpotqa_recall.py) the query reading finds 6.5 more points of recall@5 (89.0 against
+82.5): MiniLM embeds a list of names less well than the question when it compares them with
+chunks. The cue always
 makes S_0: that is what ecphory is, direct hits on what the query names.
 With k_final <= k_init and v_r = v_c, S_final is S_0's best (S_0 holds the k_init engrams
 nearest v_c), and with centroid_seeds = k_init every hop has the same seeds: the hops then
 change nothing, a property of Algorithm 1 as written.
-Results: the chunks (ranked, step 6 or `rank_chunks`), then the k_final engrams, at most k in all, in
-the JSON shape of the default mode. A store without semantic nodes (never consolidated, or
+Results: the chunks (ranked by step 6 or `rank_chunks`), then the k_final engrams, at most k in
+all, in the JSON shape of the default mode. A store without semantic nodes (never consolidated, or
 filtered out by --type) still answers: by direct chunk search with the cue, and says so in
 `fallback`. Engram vectors are the stored int8 vectors normalised, kept per snapshot.
 """
