@@ -60,7 +60,7 @@ class SynapticConfig:
     spike_weight: float = 0.0
     # "centroid" (appendix D): one similarity scan per layer; "original" (eqs. 10-13): one per
     # parent, O(n) each. Same SMRCs R-precision within 0.5 point (44.4 / 44.9), but with 50
-    # records stimulated in a 100k store 44 ms against 778 ms (bench/synaptic_speed.py).
+    # records stimulated in a 100k store 7.5 ms against 54 ms (bench/synaptic_speed.py).
     propagation: str = "centroid"
     # Ablations of seed 001 Table 3 (Python API and bench only): T = 1 ("w/o temporal
     # integration"), tau fixed at tau_init ("w/o dynamic time constant").
