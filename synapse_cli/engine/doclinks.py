@@ -15,6 +15,10 @@ which needs no model and invents nothing:
 A name is matched case-sensitively on word boundaries, without a trailing parenthesis
 ("Bethel University (Minnesota)" is named by "Bethel University"); names shorter than 3
 characters or starting in lower case are not matched (they are words, not names).
+Limits: a chunk consolidated before a document of the name it mentions was ingested is not
+linked to it later; and when a node of the document's name already existed (an entity the
+model extracted in an earlier run), that node serves as the document's node for this run but a
+later run does not know the name as a document's.
 """
 from __future__ import annotations
 

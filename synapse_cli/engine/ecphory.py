@@ -40,8 +40,6 @@ import numpy as np
 from store_format import flags as fl
 from store_format import graph_files as gf
 
-from .doclinks import DOCUMENT_TYPE
-
 FALLBACK_NOTE = ("no semantic nodes to search (run `synapse consolidate`, or widen --type): "
                  "direct chunk search only")
 
@@ -163,8 +161,10 @@ def rank_chunks(via_engram: dict, direct: list, chunk_sim: np.ndarray, how: str,
 def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: np.ndarray,
                   weight: float) -> dict:
     """The hop along document links (engine/doclinks.py), the bipartite graph walked from chunk
-    to engram to chunk: for each seed chunk d, the document nodes d links to (its own excepted)
-    and their own chunks c (those whose `source` is the node's name), each scored
+    to engram to chunk: for each seed chunk d, the engrams d links to that name a document other
+    than d's own, and that document's chunks c (those whose `source` is the engram's name; the
+    engram need not be of type document: a name the model extracted links just as well), each
+    scored
     cos(q, c) + weight * cos(q, d), the best over seeds.
     Returns {chunk position: (score, seed chunk position, document node position)}."""
     semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
@@ -178,7 +178,7 @@ def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: n
         own = store.bodies(arrays.ids[[d]])[0].get("source")
         for node, body in zip(nodes.tolist(), store.bodies(arrays.ids[nodes])):
             name = body.get("name")
-            if body.get("etype") != DOCUMENT_TYPE or name == own:
+            if not name or name == own:
                 continue
             chunks = provenance(arrays, node, chunk_ok)
             for c, cb in zip(chunks.tolist(), store.bodies(arrays.ids[chunks])):
