@@ -6,6 +6,7 @@ import numpy as np
 
 from store_format import flags as fl
 from store_format import graph_files as gf
+from synapse_cli.engine import consolidate as consolidate_mod
 from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
 from synapse_cli.engine.doclinks import DocumentNames, base_name
 from synapse_cli.engine.ingest import IngestConfig, ingest
@@ -18,16 +19,22 @@ from fakes_extractor import FakeExtractor
 from test_ecphory import DOCS, ask, build
 
 
-def test_names_are_matched_whole_case_sensitive_and_without_parenthesis():
+def test_names_are_matched_as_normalised_words():
     names = DocumentNames(["Young, New South Wales", "Bethel University (Minnesota)", "Gallu",
-                           "Frozen (2013 film)", "Frozen (band)", "ox", "iPhone", "Sulli"])
+                           "Frozen (2013 film)", "Frozen (band)", "ox", "iPhone", "Sulli",
+                           "Her (film)", "1984 (novel)", "Yahoo!", "Washington, D.C.", "Paris"])
     assert base_name("Bethel University (Minnesota)") == "Bethel University"
-    text = ('She was born in Young, New South Wales, and studied at "Bethel University". '
-            "The Gallu's cousin saw Frozen. Gallup polls; frozen peas; an ox; the iPhone.")
+    text = ('She was born in Young, New South Wales, and studied at "Bethel University\'s". The '
+            "Gallu's cousin saw Frozen. Gallup polls; frozen peas; an ox; the iPhone. Her "
+            "mother, in 1984, used Yahoo!, then moved to Washington, D.C., for a Paris-based job.")
     assert names.mentioned(text) == ["Young, New South Wales", "Bethel University (Minnesota)",
-                                     "Frozen (2013 film)", "Frozen (band)"]
-    assert names.mentioned("Gallu, then Sulli.") == ["Gallu", "Sulli"]
-    assert DocumentNames().mentioned("Gallu") == [] and len(names) == 5  # "ox", "iPhone" skipped
+                                     "Gallu", "Frozen (2013 film)", "Frozen (band)", "Yahoo!",
+                                     "Washington, D.C.", "Paris"]
+    assert names.mentioned("Young, New\nSouth  Wales - Sulli") == ["Young, New South Wales",
+                                                                    "Sulli"]
+    assert names.mentioned("New South Wales") == [] and names.mentioned("Gallup") == []
+    # "ox" (short), "iPhone" (lower case), "Her" and "1984" (a common word, a number): skipped
+    assert DocumentNames().mentioned("Gallu") == [] and len(names) == 8
 
 
 def _graph(store):
@@ -42,7 +49,7 @@ def _graph(store):
             body = s.body(int(rid))
             if fl.memory_type(s.header(int(rid)).flags) == fl.MemoryType.SEMANTIC:
                 nodes.setdefault(body["name"], []).append((int(rid), body.get("etype")))
-            else:
+            elif body.get("source"):
                 chunks[body["source"]] = int(rid)
     return edges, nodes, chunks
 
@@ -102,9 +109,90 @@ def test_ecphory_follows_the_links_of_its_best_chunks(tmp_path):
     assert seed == res[0]["id"] and chunk == linked[0]["id"]
     sem = linked[0]["signals"]["semantic"]
     assert abs(linked[0]["score"] - (sem + 0.3 * res[0]["signals"]["semantic"])) < 1e-5
+    # The gate and `confidence` see cosines, never the link-boosted score.
+    assert out["confidence"] == max(r["signals"]["semantic"] for r in out["results"])
     # Without the hop (chunk_rank = cosine) the same chunk scores its own cosine only.
     plain = ask(store, q, e, explain=True, k=50, chunk_rank="cosine")
     gallu = [r for r in plain["results"] if r.get("source") == "Gallu"][0]
     assert gallu["score"] == gallu["signals"]["semantic"] < linked[0]["score"]
     off = ask(store, q, e, explain=True, k=50, link_seeds=0)
     assert not [r for r in off["results"] if r.get("hop") == "link"]
+
+
+def _consolidate(path, e, **kw):
+    with StoreWriter.open(path) as w:
+        return consolidate(w, FakeExtractor(), e, ConsolidateConfig(**kw))
+
+
+def _ingest(path, e, items, create=False):
+    kw = dict(create=True, embedder=e.name, dim=e.dim) if create else {}
+    with StoreWriter.open(path, **kw) as w:
+        ingest(w, items, e, IngestConfig())
+
+
+def test_a_long_document_keeps_every_link_past_the_top_k_rule(tmp_path):
+    e = FakeEmbedder()
+    store = tmp_path / "st"
+    big = [Item(text=f"Bigdoc part {i}: facts number {i} about rivers.", where=f"b{i}",
+                source="Bigdoc") for i in range(20)]
+    small = [Item(text="Small\nThis short note cites Bigdoc once.", where="s", source="Small")]
+    _ingest(store, e, big + small, create=True)
+    res = _consolidate(store, e, max_in_edges=15)
+    edges, nodes, _ = _graph(store)
+    node = nodes["Bigdoc"][0][0]
+    with Store.open(store) as s:
+        chunk_of = {s.body(int(r))["text"]: int(r) for r in s.ids.tolist()}
+    own = [chunk_of[it.text] for it in big]
+    assert all(edges[(c, node)] == (gf.ABSTRACTION, 1.0) for c in own)  # 20 > K, all kept
+    assert edges[(chunk_of[small[0].text], node)] == (gf.ABSTRACTION, 0.8)
+    assert res.document_nodes == 2 and verify(store).ok
+
+
+def test_a_crash_after_the_document_nodes_commit_is_redone_without_duplicates(tmp_path,
+                                                                              monkeypatch):
+    e = FakeEmbedder()
+    store = tmp_path / "st"
+    from test_ecphory import doc_items
+    _ingest(store, e, doc_items(), create=True)
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt("killed between the document nodes and the first window")
+
+    with monkeypatch.context() as m:
+        m.setattr(consolidate_mod, "_process_window", boom)
+        try:
+            _consolidate(store, e)
+        except KeyboardInterrupt:
+            pass
+    _, nodes, _ = _graph(store)
+    assert sorted(nodes) == sorted(DOCS)  # committed before the windows
+    res = _consolidate(store, e)
+    assert res.document_nodes == 0 and res.windows == len(DOCS)
+    edges, nodes, chunks = _graph(store)
+    assert all(len(nodes[t]) == 1 for t in DOCS)
+    assert edges[(chunks["Lilu (mythology)"], nodes["Gallu"][0][0])] == (gf.ABSTRACTION, 0.8)
+    assert verify(store).ok
+
+
+def test_a_document_takes_over_the_entity_node_of_its_name(tmp_path):
+    e = FakeEmbedder()
+    store = tmp_path / "st"
+    _ingest(store, e, [Item(text="I read a book about Gallu yesterday.", where="t",
+                            session="s1", timestamp_ms=1_700_000_000_000)], create=True)
+    _consolidate(store, e)
+    _, before, _ = _graph(store)
+    gallu = before["Gallu"][0][0]
+    assert before["Gallu"] == [(gallu, "concept")]
+    from test_ecphory import doc_items
+    _ingest(store, e, doc_items())
+    res = _consolidate(store, e)
+    edges, nodes, chunks = _graph(store)
+    assert nodes["Gallu"] == [(gallu, "concept")] and res.document_nodes == len(DOCS) - 1
+    with Store.open(store) as s:
+        assert s.body(gallu)["document"] is True
+    assert edges[(chunks["Gallu"], gallu)] == (gf.ABSTRACTION, 1.0)
+    assert edges[(chunks["Lilu (mythology)"], gallu)] == (gf.ABSTRACTION, 0.8)
+    out = ask(store, "Lilu or lilitu is a class of demon in Mesopotamian mythology", e,
+              explain=True, k=50)
+    assert [r["source"] for r in out["results"] if r.get("hop") == "link"] == ["Gallu"]
+    assert verify(store).ok

@@ -163,9 +163,8 @@ def test_windows_zero_never_archives(tmp_path, embedder):
 
 
 def test_document_windows_do_not_age_nodes(tmp_path, embedder):
-    """A corpus (episodes with a source and no session) is not time passing: after 16 one-
-    document windows with W = 3 nothing is archived, and the same texts as a conversation
-    archive the same cities as the drifting fixture."""
+    """A corpus (episodes with a source and no session) is not time passing: the texts that
+    archive 12 cities as one conversation (the test above) archive nothing as 16 documents."""
     rows = [json.loads(x) for x in drifting().decode().splitlines()]
     store = tmp_path / "docs"
     docs = [dict({k: v for k, v in r.items() if k != "session"}, source=f"doc-{i // 5}")

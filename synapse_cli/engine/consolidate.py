@@ -199,9 +199,11 @@ class NodeIndex:
 
 
 class InEdges:
-    """Incoming non-temporal edges per node, {dst: {(src, type): weight}}, for the top-K rule."""
+    """Incoming non-temporal edges per node, {dst: {(src, type): weight}}, for the top-K rule.
+    Nodes in `exempt` (document nodes, engine/doclinks.py) keep every incoming edge."""
 
-    def __init__(self, graph: gf.CSRGraph):
+    def __init__(self, graph: gf.CSRGraph, exempt=frozenset()):
+        self.exempt = set(exempt)
         self.map: dict[int, dict[tuple[int, int], float]] = {}
         counts = np.diff(graph.indptr.astype(np.int64))
         src = np.repeat(graph.node_ids, counts)
@@ -217,7 +219,7 @@ class InEdges:
     def excess(self, dst: int, k: int) -> list[tuple[int, int]]:
         """(src, type) of the edges beyond the K strongest (ties: the older source goes)."""
         edges = self.map.get(dst, {})
-        if len(edges) <= k:
+        if len(edges) <= k or dst in self.exempt:
             return []
         ranked = sorted(edges.items(), key=lambda e: (-e[1], -e[0][0], e[0][1]))
         drop = [key for key, _ in ranked[k:]]
@@ -258,30 +260,41 @@ def _append_nodes(w: StoreWriter, nodes: NodeIndex, pending: list) -> None:
 
 def document_nodes(w: StoreWriter, windows: list[Window], nodes: NodeIndex, embedder,
                    res: ConsolidateResult) -> doclinks.DocumentNames:
-    """Before the windows (engine/doclinks.py): a node for every document about to be read
-    that has no node of its name yet, in one commit, so that a chunk read before the document
-    it names still finds its node. Returns the names of the documents known so far."""
-    docs = doclinks.DocumentNames(b["name"] for b in nodes.bodies
-                                  if b.get("etype") == doclinks.DOCUMENT_TYPE)
+    """Before the windows (engine/doclinks.py): a node for every document about to be read,
+    in one commit, so that a chunk read before the document it names still finds its node. A
+    document whose name has a node already takes that node over (marked `document` in its
+    body). Returns the names of the documents known so far."""
+    docs = doclinks.DocumentNames(b["name"] for b in nodes.bodies if doclinks.is_document(b))
     first: dict[str, Window] = {}
     for win in windows:
         if win.source is not None:
             first.setdefault(win.source, win)
             docs.add(win.source)
-    new = [(src, win) for src, win in first.items() if src.casefold() not in nodes.by_name]
-    if not new:
+    new, taken = [], []
+    for src, win in first.items():
+        hit = nodes.by_name.get(src.casefold())
+        if hit is None:
+            new.append((src, win))
+        elif not doclinks.is_document(nodes.bodies[hit]):
+            taken.append(hit)
+    if not new and not taken:
         return docs
-    texts = [doclinks.node_text(src, win.texts[0]) for src, win in new]
     pending = []
-    for (src, win), text, v in zip(new, texts, embedder.encode(texts)):
-        body = {"name": src, "etype": doclinks.DOCUMENT_TYPE,
-                "desc": text.split(" [DESC] ", 1)[1], "sources": [], "relations": []}
+    made = [doclinks.node_text(src, win.texts[0]) for src, win in new]
+    vecs = embedder.encode([t for t, _ in made]) if made else []
+    for (src, win), (text, desc), v in zip(new, made, vecs):
+        body = {"name": src, "etype": doclinks.DOCUMENT_TYPE, "desc": desc, "sources": [],
+                "relations": []}
         i = nodes.add(0, body, v)
         pending.append((NewMemory(text=text, vector=nodes.vectors[i],
                                   timestamp_ms=win.timestamp_ms,
                                   memory_type=fl.MemoryType.SEMANTIC, resolved=True,
                                   meta=dict(body)), i))
     _append_nodes(w, nodes, pending)
+    for i in taken:  # in place after the commit; a crash before that just takes it over again
+        nodes.bodies[i]["document"] = True
+        w.rewrite_after_commit(nodes.ids[i], body={"text": w.body(nodes.ids[i])["text"],
+                                                   **nodes.bodies[i]})
     w.commit()
     w.refresh()
     res.document_nodes += len(pending)
@@ -375,7 +388,8 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         if s is not None and d is not None and s != d:
             edge(nodes.ids[s], nodes.ids[d], gf.RELATION, r["weight"])
     # Document links (engine/doclinks.py), after the abstraction edges so that an episode's
-    # own document keeps weight 1 when the model also named it.
+    # own document keeps weight 1 when the model also named it. Every episode of the window,
+    # prune candidates too: what a chunk names is a fact about its text, not an extraction.
     linked: set[int] = set()
     for ep, text in zip(win.ids, win.texts):
         links = [(s, cfg.abstraction_weight) for s in docs.mentioned(text) if s != win.source]
@@ -453,7 +467,8 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
     cache = ExtractCache(w.path)
     nodes = NodeIndex.load(w)
     docs = document_nodes(w, windows, nodes, embedder, res)
-    inedges = InEdges(w.graph())
+    inedges = InEdges(w.graph(), {nodes.ids[i] for i, b in enumerate(nodes.bodies)
+                                  if doclinks.is_document(b)})
     for n, win in enumerate(windows):
         if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
             res.left_windows = len(windows) - n
@@ -463,7 +478,7 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
                         res)
         if progress is not None:
             progress(n + 1, len(windows))
-    if res.windows:  # the graph changed: PageRank once, for every recall until the next change
+    if res.windows or res.document_nodes:  # the graph changed: PageRank once, for every recall until the next change
         pagerank_cache.refresh(w)
     res.seconds = time.perf_counter() - t0
     return res

@@ -8,28 +8,31 @@ only 41 of the 100 gold passage pairs share any engram, mostly generic ones ("Am
 corpus names its documents already, so consolidation links them by exact match of the name,
 which needs no model and invents nothing:
 - `consolidate` first gives every document it is about to read a node "NAME [TYPE] document
-  [DESC] <the start of its first chunk>" (unless a node of that name exists);
+  [DESC] <the start of its first chunk>"; when a node of that name exists already (an entity
+  the model extracted), that node is the document's and its body is marked `document: true`;
 - each window's episode is linked (ABSTRACTION, both directions) to the node of its own
-  document (weight 1, so the top-K rule never drops a document's own chunks) and to the node
-  of every other document whose name its text contains (`abstraction_weight`).
-A name is matched case-sensitively on word boundaries, without a trailing parenthesis
-("Bethel University (Minnesota)" is named by "Bethel University"); names shorter than 3
-characters or starting in lower case are not matched (they are words, not names).
-Limits: a chunk consolidated before a document of the name it mentions was ingested is not
-linked to it later; and when a node of the document's name already existed (an entity the
-model extracted in an earlier run), that node serves as the document's node for this run but a
-later run does not know the name as a document's.
+  document (weight 1) and to the node of every other document whose name its text contains
+  (`abstraction_weight`). A document node is exempt from the top-K incoming-edge rule: its
+  in-edges are its chunks and the chunks that name it, as many as the corpus has, not the
+  quadratic growth the rule is there to stop.
+A name matches as a sequence of whole words, case-sensitively, after the same normalisation of
+both sides: words split at whitespace and dashes, edge punctuation and a possessive 's dropped,
+a trailing parenthesis of the name ignored ("Bethel University (Minnesota)" is named by
+"Bethel University's"). Not matched: names shorter than 3 characters or starting in lower
+case, and one-word names that are a number or a common word ("Her (film)", "1984 (novel)").
+Limit: a chunk consolidated before a document of the name it mentions was ingested is not
+linked to it later.
 """
 from __future__ import annotations
 
 import re
 
-MAX_WORDS = 8          # longest name matched, in words
-MIN_CHARS = 3
+from ..models.words import _STOP
+
 _PAREN = re.compile(r"\s*\([^()]*\)$")
-_WORD = re.compile(r"\S+")
-_LEAD = "\"'“‘([{<¿"
-_TRAIL = ".,;:!?)]}>\"'”’"
+_SPLIT = re.compile(r"[\s\-\u2010-\u2015]+")
+_EDGE = "\"'“”‘’()[]{}<>¿¡.,;:!?*"
+_POSSESSIVE = re.compile(r"['’]s$")
 DOCUMENT_TYPE = "document"
 
 
@@ -38,44 +41,58 @@ def base_name(source: str) -> str:
     return _PAREN.sub("", source).strip()
 
 
+def _words(text: str) -> list[str]:
+    out = []
+    for w in _SPLIT.split(text):
+        w = _POSSESSIVE.sub("", w.strip(_EDGE)).strip(_EDGE)
+        if w:
+            out.append(w)
+    return out
+
+
+def is_document(body: dict) -> bool:
+    """A node that stands for a document (made for it, or an entity node it took over)."""
+    return body.get("etype") == DOCUMENT_TYPE or bool(body.get("document"))
+
+
 class DocumentNames:
-    """Document names by what text calls them (several documents can share one)."""
+    """Document names by the word sequence text calls them (several documents can share one)."""
 
     def __init__(self, sources=()):
-        self.by_base: dict[str, list[str]] = {}
+        self.by_words: dict[tuple[str, ...], list[str]] = {}
+        self.longest = 0
         for s in sources:
             self.add(s)
 
     def add(self, source: str) -> None:
-        b = base_name(source)
-        if len(b) >= MIN_CHARS and not b[0].islower():
-            names = self.by_base.setdefault(b, [])
-            if source not in names:
-                names.append(source)
+        base = base_name(source)
+        key = tuple(_words(base))
+        if len(base) < 3 or not key or base[0].islower():
+            return
+        if len(key) == 1 and (key[0].isdigit() or key[0].casefold() in _STOP):
+            return
+        names = self.by_words.setdefault(key, [])
+        if source not in names:
+            names.append(source)
+        self.longest = max(self.longest, len(key))
 
     def __len__(self) -> int:
-        return len(self.by_base)
+        return len(self.by_words)
 
     def mentioned(self, text: str) -> list[str]:
-        """The documents whose name occurs in `text` as whole words, in order of first
-        mention."""
-        if not self.by_base:
+        """The documents whose name occurs in `text`, in order of first mention."""
+        if not self.by_words:
             return []
-        words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+        words = _words(text)
         found: dict[str, None] = {}
-        for i, (start, end) in enumerate(words):
-            while start < end and text[start] in _LEAD:
-                start += 1
-            for j in range(i, min(i + MAX_WORDS, len(words))):
-                stop = words[j][1]
-                span = text[start:stop]
-                for cand in (span, span.rstrip(_TRAIL)):
-                    for s in self.by_base.get(cand, ()):
-                        found[s] = None
+        for i in range(len(words)):
+            for j in range(i + 1, min(i + self.longest, len(words)) + 1):
+                for s in self.by_words.get(tuple(words[i:j]), ()):
+                    found[s] = None
         return list(found)
 
 
-def node_text(source: str, first_chunk: str, chars: int = 200) -> str:
-    """The engram text of a document's node (seed 002 eq. 1)."""
+def node_text(source: str, first_chunk: str, chars: int = 200) -> tuple[str, str]:
+    """(engram text, description) of a document's node (seed 002 eq. 1)."""
     desc = " ".join(first_chunk.split())[:chars]
-    return f"{source} [TYPE] {DOCUMENT_TYPE} [DESC] {desc}"
+    return f"{source} [TYPE] {DOCUMENT_TYPE} [DESC] {desc}", desc

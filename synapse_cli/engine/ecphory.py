@@ -21,8 +21,7 @@ v_r is the seed's text's choice (eq. 2 and step 3 weight and re-rank by the orig
 `rerank_by = "query"`, the default) or its Algorithm 1's (the cue, `"cue"`). On HotpotQA dev
 (bench/hotpotqa_recall.py) the query reading finds 6.5 more points of recall@5 (89.0 against
 82.5): MiniLM embeds a list of names less well than the question when it compares them with
-chunks. The cue always
-makes S_0: that is what ecphory is, direct hits on what the query names.
+chunks. The cue always makes S_0: that is what ecphory is, direct hits on what the query names.
 With k_final <= k_init and v_r = v_c, S_final is S_0's best (S_0 holds the k_init engrams
 nearest v_c), and with centroid_seeds = k_init every hop has the same seeds: the hops then
 change nothing, a property of Algorithm 1 as written.
@@ -39,6 +38,8 @@ import numpy as np
 
 from store_format import flags as fl
 from store_format import graph_files as gf
+
+from .doclinks import is_document
 
 FALLBACK_NOTE = ("no semantic nodes to search (run `synapse consolidate`, or widen --type): "
                  "direct chunk search only")
@@ -161,11 +162,10 @@ def rank_chunks(via_engram: dict, direct: list, chunk_sim: np.ndarray, how: str,
 def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: np.ndarray,
                   weight: float) -> dict:
     """The hop along document links (engine/doclinks.py), the bipartite graph walked from chunk
-    to engram to chunk: for each seed chunk d, the engrams d links to that name a document other
-    than d's own, and that document's chunks c (those whose `source` is the engram's name; the
-    engram need not be of type document: a name the model extracted links just as well), each
-    scored
-    cos(q, c) + weight * cos(q, d), the best over seeds.
+    to engram to chunk: for each seed chunk d, the document nodes d links to (its own document's
+    excepted) and those documents' chunks c (whose `source` is the node's name), each scored
+    cos(q, c) + weight * cos(q, d), the best over seeds. Only document nodes are followed: a
+    generic engram ("American") would cost a body read for each of its hundreds of chunks.
     Returns {chunk position: (score, seed chunk position, document node position)}."""
     semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
     out: dict[int, tuple[float, int, int]] = {}
@@ -175,14 +175,14 @@ def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: n
         nodes = nodes[(arrays.types[a:b] == gf.ABSTRACTION) & semantic[nodes]]
         if not len(nodes):
             continue
-        own = store.bodies(arrays.ids[[d]])[0].get("source")
+        own = str(store.bodies(arrays.ids[[d]])[0].get("source")).casefold()
         for node, body in zip(nodes.tolist(), store.bodies(arrays.ids[nodes])):
-            name = body.get("name")
-            if not name or name == own:
+            name = str(body.get("name", "")).casefold()
+            if not is_document(body) or name == own:
                 continue
             chunks = provenance(arrays, node, chunk_ok)
             for c, cb in zip(chunks.tolist(), store.bodies(arrays.ids[chunks])):
-                if cb.get("source") == name:
+                if str(cb.get("source")).casefold() == name:
                     score = float(chunk_sim[c]) + weight * float(chunk_sim[d])
                     if c not in out or score > out[c][0]:
                         out[c] = (score, d, node)
@@ -285,7 +285,9 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
     entries = [(c, chunk_score.get(c, float(chunk_sim[c])), None) for c in chunks]
     entries += [(int(pos[r]), float(engram_sims[r]), r) for r in final_rows]
     entries = entries[:cfg.k]
-    confidence = max((max(s, 0.0) for _, s, _ in entries), default=0.0)
+    # The gate compares cosines (anchor_min_sim), not the link-boosted ranking scores.
+    confidence = max([0.0] + [float(chunk_sim[p] if row is None else engram_sims[row])
+                              for p, _, row in entries])
     # Like the default mode's gate: "no record" when nothing is as close as an anchor must be.
     rejected = not entries or (cfg.gate and confidence < cfg.anchor_min_sim)
     ids = arrays.ids
