@@ -24,6 +24,8 @@ def test_names_are_matched_as_normalised_words():
                            "Frozen (2013 film)", "Frozen (band)", "ox", "iPhone", "Sulli",
                            "Her (film)", "1984 (novel)", "Yahoo!", "Washington, D.C.", "Paris"])
     assert base_name("Bethel University (Minnesota)") == "Bethel University"
+    assert base_name("notes/Gallu.txt") == "Gallu" == base_name("Gallu.md")
+    assert base_name("AC/DC") == "AC/DC" and base_name("Washington, D.C.") == "Washington, D.C."
     text = ('She was born in Young, New South Wales, and studied at "Bethel University\'s". The '
             "Gallu's cousin saw Frozen. Gallup polls; frozen peas; an ox; the iPhone. Her "
             "mother, in 1984, used Yahoo!, then moved to Washington, D.C., for a Paris-based job.")

@@ -66,7 +66,8 @@ def consolidate(
         output.emit(summary)
     output.info(f"consolidated {result.episodes} episodes in {result.windows} windows: "
                 f"{result.nodes_created} nodes created, {result.nodes_merged} merged, "
-                f"{result.edges} edges, {result.prune_candidates} prune candidates "
+                + (f"{result.document_nodes} document nodes, " if result.document_nodes else "")
+                + f"{result.edges} edges, {result.prune_candidates} prune candidates "
                 f"in {result.seconds:.1f}s")
     if result.left_windows:
         output.warn(f"synapse: --max-seconds reached; {result.left_windows} windows "

@@ -18,7 +18,8 @@ which needs no model and invents nothing:
 A name matches as a sequence of whole words, case-sensitively, after the same normalisation of
 both sides: words split at whitespace and dashes, edge punctuation and a possessive 's dropped,
 a trailing parenthesis of the name ignored ("Bethel University (Minnesota)" is named by
-"Bethel University's"). Not matched: names shorter than 3 characters or starting in lower
+"Bethel University's"), and so are a file's directory and extension (`ingest --format doc
+notes/Gallu.txt` makes the source "notes/Gallu.txt", named by "Gallu"). Not matched: names shorter than 3 characters or starting in lower
 case, and one-word names that are a number or a common word ("Her (film)", "1984 (novel)").
 Limit: a chunk consolidated before a document of the name it mentions was ingested is not
 linked to it later.
@@ -30,6 +31,7 @@ import re
 from ..models.words import _STOP
 
 _PAREN = re.compile(r"\s*\([^()]*\)$")
+_FILE = re.compile(r"^\S+\.[A-Za-z0-9]{1,5}$")   # a path: no spaces, ends in .ext
 _SPLIT = re.compile(r"[\s\-\u2010-\u2015]+")
 _EDGE = "\"'“”‘’()[]{}<>¿¡.,;:!?*"
 _POSSESSIVE = re.compile(r"['’]s$")
@@ -37,7 +39,10 @@ DOCUMENT_TYPE = "document"
 
 
 def base_name(source: str) -> str:
-    """What running text calls a document: its name without a trailing parenthesis."""
+    """What running text calls a document: a file's name without directory and extension
+    ("notes/Gallu.txt": "Gallu"), a title without a trailing parenthesis."""
+    if _FILE.match(source):
+        source = source.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     return _PAREN.sub("", source).strip()
 
 
