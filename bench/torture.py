@@ -8,7 +8,8 @@ After every operation the store is checked:
   live, with its exact text, unless a later acknowledged `prune --id N --compact` removed it;
   a record whose prune was killed may be live or gone, never damaged;
 - no two live episodes have the same normalised text, no two live semantic nodes the same
-  name, no two edges the same (src, dst, type);
+  name (a document's node included: a quarter of the ingested lines are chunks of four
+  documents that name each other), no two edges the same (src, dst, type);
 - recall works (a reader opens the store and answers a query).
 
 Concurrency: 4 writers (ingest), 4 readers (recall --no-touch, inspect, inspect verify), a
@@ -43,6 +44,7 @@ TESTS = ROOT / "tests"
 SYNAPSE = Path(sys.executable).with_name("synapse")
 NAMES = ["Caroline", "Melanie", "Maya", "Berlin", "Dolomites", "Pixel", "Blue Bottle", "Oslo",
          "Ana", "Tokyo"]
+DOCS = ["Atlas Report", "Blue Ledger", "Cedar Notes", "Delta Plan"]   # document sources
 WORDS = ["hiking", "coffee", "painting", "trip", "concert", "garden", "bicycle", "library",
          "résumé", "日本語", "naïve", "🧠"]
 LOCK_TIMEOUT = 30.0
@@ -130,6 +132,11 @@ def ingest_lines(exp: Expect, rnd: random.Random, n: int, tag: str) -> list[str]
         a, b = rnd.sample(NAMES, 2)
         text = (f"{a} and {b} talked about {rnd.choice(WORDS)} number {tag}-{exp.counter} "
                 f"{rnd.random():.6f}")
+        if rnd.random() < 0.25:  # a document chunk naming another document (doc nodes, links)
+            title, other = rnd.sample(DOCS, 2)
+            lines.append({"text": f"{text}, as the {other} says", "source": title,
+                          "timestamp": 1_700_000_000_000 + exp.counter * 60_000})
+            continue
         lines.append({"text": text, "speaker": rnd.choice(NAMES[:3]),
                       "session": f"s{rnd.randrange(4)}",
                       "timestamp": 1_700_000_000_000 + exp.counter * 60_000})
@@ -150,7 +157,10 @@ def parse_ingest(stdout: bytes, lines: list[str], exp: Expect, problems: list) -
         n = int(o["where"].split(":")[1])
         text = json.loads(lines[n - 1])["text"]
         if o["status"] == "stored":
-            if text in exp.acked.values():
+            # Storing a known text again is right only when its record is pruned or being
+            # pruned (the concurrency compactor may remove it between the pick and the ingest).
+            if any(t == text and i not in exp.gone and i not in exp.maybe
+                   for i, t in exp.acked.items()):
                 problems.append(f"text stored twice (dedup failed): {text!r} as id {o['id']}")
             exp.acked[int(o["id"])] = text
             stored += 1
