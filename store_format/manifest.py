@@ -484,7 +484,11 @@ def check_entries(store_dir: str | os.PathLike) -> None:
             for entry in it:
                 if entry.is_symlink():
                     raise UnsafeStore("symlink inside the store; refusing to use it", entry.path)
-                _check_uid(entry.stat(follow_symlinks=False), entry.path)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:  # a writer's temp file, renamed since the listing
+                    continue
+                _check_uid(st, entry.path)
     except OSError as exc:
         raise StoreIOError(exc.strerror or str(exc), str(store_dir)) from None
 

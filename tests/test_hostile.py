@@ -158,3 +158,48 @@ def test_injection_text_cannot_steer_extraction_and_nothing_leaves_the_store(tmp
     print("semantic nodes:", names)
     assert not invented, (invented, names)
     assert verify(store).ok
+
+
+def test_a_file_vanishing_while_a_reader_lists_the_store_is_skipped(tmp_path, monkeypatch):
+    """A writer's MANIFEST.tmp can be renamed between a reader's directory listing and its
+    stat (seen in the concurrency torture as `inspect` exiting 74): open and inspect skip it."""
+    from store_format import manifest as mf
+    from synapse_cli.engine import inspect as insp
+
+    store = tmp_path / "st"
+    (tmp_path / "one.txt").write_text("one memory\n")
+    assert run_cli(["ingest", "--format", "text", tmp_path / "one.txt"], store).returncode == 0
+    (store / "MANIFEST.tmp").write_text("about to be renamed")
+    real_scandir = os.scandir
+
+    class Gone:
+        def __init__(self, entry):
+            self._e, self.name, self.path = entry, entry.name, entry.path
+
+        def is_symlink(self):
+            return False
+
+        def is_file(self, follow_symlinks=True):
+            return True
+
+        def stat(self, follow_symlinks=True):
+            raise FileNotFoundError(2, "No such file or directory", self.path)
+
+    class Listing:
+        def __init__(self, path):
+            self._it = real_scandir(path)
+
+        def __iter__(self):
+            return (Gone(e) if e.name == "MANIFEST.tmp" else e for e in self._it)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._it.close()
+
+    monkeypatch.setattr(os, "scandir", Listing)
+    mf.check_entries(store)
+    with Store.open(store) as s:
+        files = insp.summary(s)["bytes"]["files"]
+    assert "MANIFEST.tmp" not in files and "MANIFEST" in files

@@ -258,53 +258,29 @@ def _append_nodes(w: StoreWriter, nodes: NodeIndex, pending: list) -> None:
                                         for _, i in pending]))
 
 
-def document_nodes(w: StoreWriter, windows: list[Window], nodes: NodeIndex, embedder,
-                   res: ConsolidateResult) -> doclinks.DocumentNames:
-    """Before the windows (engine/doclinks.py): a node for every document about to be read,
-    in one commit, so that a chunk read before the document it names still finds its node. A
-    document whose name has a node already takes that node over (marked `document` in its
-    body). Returns the names of the documents known so far."""
-    docs = doclinks.DocumentNames(b["name"] for b in nodes.bodies if doclinks.is_document(b))
-    first: dict[str, Window] = {}
-    for win in windows:
-        if win.source is not None:
-            first.setdefault(win.source, win)
-            docs.add(win.source)
-    new, taken = [], []
-    for src, win in first.items():
-        hit = nodes.by_name.get(src.casefold())
-        if hit is None:
-            new.append((src, win))
-        elif not doclinks.is_document(nodes.bodies[hit]):
-            taken.append(hit)
-    if not new and not taken:
-        return docs
-    pending = []
-    made = [doclinks.node_text(src, win.texts[0]) for src, win in new]
-    vecs = embedder.encode([t for t, _ in made]) if made else []
-    for (src, win), (text, desc), v in zip(new, made, vecs):
-        body = {"name": src, "etype": doclinks.DOCUMENT_TYPE, "desc": desc, "sources": [],
-                "relations": []}
-        i = nodes.add(0, body, v)
-        pending.append((NewMemory(text=text, vector=nodes.vectors[i],
-                                  timestamp_ms=win.timestamp_ms,
-                                  memory_type=fl.MemoryType.SEMANTIC, resolved=True,
-                                  meta=dict(body)), i))
-    _append_nodes(w, nodes, pending)
-    for i in taken:  # in place after the commit; a crash before that just takes it over again
-        nodes.bodies[i]["document"] = True
-        w.rewrite_after_commit(nodes.ids[i], body={"text": w.body(nodes.ids[i])["text"],
-                                                   **nodes.bodies[i]})
-    w.commit()
-    w.refresh()
-    res.document_nodes += len(pending)
-    return docs
+class Documents:
+    """The documents a run knows (engine/doclinks.py): their names, to find them in text, and
+    the first chunk of each planned one, to describe its node when a window first needs it."""
+
+    def __init__(self, windows: list[Window], nodes: NodeIndex):
+        self.names = doclinks.DocumentNames(b["name"] for b in nodes.bodies
+                                            if doclinks.is_document(b))
+        self.first_chunk: dict[str, str] = {}
+        for win in windows:
+            if win.source is not None and win.source not in self.first_chunk:
+                self.first_chunk[win.source] = win.texts[0]
+                self.names.add(win.source)
+
+    def links(self, win: Window, text: str, weight: float) -> list[tuple[str, float]]:
+        """(source, weight) of the documents one episode of `win` links to: its own (1) and
+        every other one its text names (`weight`)."""
+        out = [(s, weight) for s in self.names.mentioned(text) if s != win.source]
+        return out + ([(win.source, 1.0)] if win.source is not None else [])
 
 
 def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: ExtractCache,
                     nodes: NodeIndex, inedges: InEdges, dormancy: DormancyState,
-                    docs: doclinks.DocumentNames, cfg: ConsolidateConfig,
-                    res: ConsolidateResult) -> None:
+                    docs: Documents, cfg: ConsolidateConfig, res: ConsolidateResult) -> None:
     scores = replay_scores(w, win, nodes, cfg)
     keep = [i for i in range(len(win.ids)) if scores[i] >= cfg.prune_threshold]
     kept_ids = [win.ids[i] for i in keep]
@@ -334,6 +310,27 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     touched_existing: dict[int, None] = {}
     window_nodes: dict[str, int] = {}           # casefolded name -> index in `nodes`
     n_existing = len(nodes.ids)
+    # Document nodes first (engine/doclinks.py), so that a name the model also extracts merges
+    # into them: made when a window first reads or names the document; an entity node of the
+    # same name is taken over (marked `document`, rewritten after the commit).
+    doc_links = [(ep, src, wt) for ep, text in zip(win.ids, win.texts)
+                 for src, wt in docs.links(win, text, cfg.abstraction_weight)]
+    missing = list(dict.fromkeys(src for _, src, _ in doc_links
+                                 if src.casefold() not in nodes.by_name))
+    made = [doclinks.node_text(src, docs.first_chunk.get(src, "")) for src in missing]
+    for src, (text, desc), v in zip(missing, made, embedder.encode([t for t, _ in made])
+                                    if made else []):
+        body = {"name": src, "etype": doclinks.DOCUMENT_TYPE, "desc": desc, "sources": [],
+                "relations": []}
+        pending.append((NewMemory(text=text, vector=v, timestamp_ms=win.timestamp_ms,
+                                  memory_type=fl.MemoryType.SEMANTIC, resolved=True, meta={}),
+                        nodes.add(0, body, v)))
+        res.document_nodes += 1
+    for src in {src for _, src, _ in doc_links}:
+        hit = nodes.by_name[src.casefold()]
+        if not doclinks.is_document(nodes.bodies[hit]):
+            nodes.bodies[hit]["document"] = True
+            touched_existing[hit] = None
     for e, v in zip(ents, vecs):
         v = _unit(v)
         hit = nodes.match(e["name"], v, cfg.dedup_threshold)
@@ -391,16 +388,13 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     # own document keeps weight 1 when the model also named it. Every episode of the window,
     # prune candidates too: what a chunk names is a fact about its text, not an extraction.
     linked: set[int] = set()
-    for ep, text in zip(win.ids, win.texts):
-        links = [(s, cfg.abstraction_weight) for s in docs.mentioned(text) if s != win.source]
-        links += [(win.source, 1.0)] if win.source is not None else []
-        for source, weight in links:
-            hit = nodes.by_name.get(source.casefold())
-            if hit is not None:
-                edge(ep, nodes.ids[hit], gf.ABSTRACTION, weight)
-                edge(nodes.ids[hit], ep, gf.ABSTRACTION, weight)
-                linked.add(nodes.ids[hit])
-                res.document_links += 1
+    for ep, source, weight in doc_links:
+        nid = nodes.ids[nodes.by_name[source.casefold()]]
+        edge(ep, nid, gf.ABSTRACTION, weight)
+        edge(nid, ep, gf.ABSTRACTION, weight)
+        inedges.exempt.add(nid)
+        linked.add(nid)
+        res.document_links += 1
     for i in sorted(set(window_nodes.values())):
         sims = nodes.vectors @ nodes.vectors[i]
         sims[i] = -1.0
@@ -466,7 +460,7 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
         return res
     cache = ExtractCache(w.path)
     nodes = NodeIndex.load(w)
-    docs = document_nodes(w, windows, nodes, embedder, res)
+    docs = Documents(windows, nodes)
     inedges = InEdges(w.graph(), {nodes.ids[i] for i, b in enumerate(nodes.bodies)
                                   if doclinks.is_document(b)})
     for n, win in enumerate(windows):
@@ -478,7 +472,7 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
                         res)
         if progress is not None:
             progress(n + 1, len(windows))
-    if res.windows or res.document_nodes:  # the graph changed: PageRank once, for every recall until the next change
+    if res.windows:  # the graph changed: PageRank once, for every recall until the next change
         pagerank_cache.refresh(w)
     res.seconds = time.perf_counter() - t0
     return res

@@ -7,9 +7,11 @@ passage "Young, New South Wales"). The local 135M model extracts few of those na
 only 41 of the 100 gold passage pairs share any engram, mostly generic ones ("American"). A
 corpus names its documents already, so consolidation links them by exact match of the name,
 which needs no model and invents nothing:
-- `consolidate` first gives every document it is about to read a node "NAME [TYPE] document
-  [DESC] <the start of its first chunk>"; when a node of that name exists already (an entity
-  the model extracted), that node is the document's and its body is marked `document: true`;
+- the first consolidation window that reads or names a document gives it a node "NAME [TYPE]
+  document [DESC] <the start of its first chunk>", in that window's commit (so `--max-seconds`
+  and a kill stop it like any window); a node of that name that exists already (an entity the
+  model extracted) becomes the document's instead, its body marked `document: true`. The names
+  a run looks for are those of the documents it is about to read and of earlier ones;
 - each window's episode is linked (ABSTRACTION, both directions) to the node of its own
   document (weight 1) and to the node of every other document whose name its text contains
   (`abstraction_weight`). A document node is exempt from the top-K incoming-edge rule: its
@@ -19,8 +21,9 @@ A name matches as a sequence of whole words, case-sensitively, after the same no
 both sides: words split at whitespace and dashes, edge punctuation and a possessive 's dropped,
 a trailing parenthesis of the name ignored ("Bethel University (Minnesota)" is named by
 "Bethel University's"), and so are a file's directory and extension (`ingest --format doc
-notes/Gallu.txt` makes the source "notes/Gallu.txt", named by "Gallu"). Not matched: names shorter than 3 characters or starting in lower
-case, and one-word names that are a number or a common word ("Her (film)", "1984 (novel)").
+notes/Gallu.txt` makes the source "notes/Gallu.txt", named by "Gallu"). Not matched: names
+shorter than 3 characters or starting in lower case, and one-word names that are a number or a
+common word ("Her (film)", "1984 (novel)").
 Limit: a chunk consolidated before a document of the name it mentions was ingested is not
 linked to it later.
 """

@@ -42,8 +42,11 @@ def summary(store: Store) -> dict:
     edges = {EDGE_TYPES[int(t)]: int(np.count_nonzero(g.types == t)) for t in np.unique(g.types)}
     files = {}
     for entry in sorted(os.scandir(store.path), key=lambda e: e.name):
-        if entry.is_file(follow_symlinks=False):
-            files[entry.name] = entry.stat(follow_symlinks=False).st_size
+        try:
+            if entry.is_file(follow_symlinks=False):
+                files[entry.name] = entry.stat(follow_symlinks=False).st_size
+        except FileNotFoundError:  # a writer's temp file, renamed or deleted since the listing
+            continue
     return {
         "store": str(store.path),
         "store_id": m.store_id,

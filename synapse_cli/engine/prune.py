@@ -268,8 +268,11 @@ def store_bytes(path) -> int:
     """Bytes of every regular file in the store directory."""
     total = 0
     for entry in os.scandir(path):
-        if entry.is_file(follow_symlinks=False):
-            total += entry.stat(follow_symlinks=False).st_size
+        try:
+            if entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+        except FileNotFoundError:  # removed since the listing
+            continue
     return total
 
 
