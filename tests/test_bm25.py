@@ -139,6 +139,15 @@ def test_top_k(tmp_path):
     assert len(index.top_k("cat", 100)[0]) == int((index.scores("cat")[1] > 0).sum())
 
 
+def test_containing_is_the_records_with_every_word(tmp_path):
+    index, _ = _build(tmp_path, CORPUS, batches=2)
+    for q in ("the cat", "cat dog", "THE", "straße"):
+        words = set(tokenize(q))
+        want = [i + 1 for i, t in enumerate(CORPUS) if words <= set(tokenize(t))]
+        assert index.containing(q).tolist() == want, q
+    assert len(index.containing("unknownword cat")) == 0 and len(index.containing("")) == 0
+
+
 def test_word_scores_sum_to_the_scores(tmp_path):
     """Per-word shares for chosen records (the attribution check's input) add up to scores()."""
     index, _ = _build(tmp_path, CORPUS)

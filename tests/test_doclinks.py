@@ -202,3 +202,31 @@ def test_a_document_takes_over_the_entity_node_of_its_name(tmp_path):
               explain=True, k=50)
     assert [r["source"] for r in out["results"] if r.get("hop") == "link"] == ["Gallu"]
     assert verify(store).ok
+
+
+def test_a_chunk_consolidated_before_the_document_it_names_is_linked_when_it_arrives(tmp_path):
+    e = FakeEmbedder()
+    store = tmp_path / "st"
+    note = "Small\nThis short note cites the Bigdoc Annex twice: Bigdoc Annex."
+    _ingest(store, e, [Item(text=note, where="s", source="Small"),
+                       Item(text="Ann talked about the Bigdoc Annex today.", where="t",
+                            session="s1", speaker="Ann", timestamp_ms=1_700_000_000_000),
+                       Item(text="Annexes of big docs are not the Bigdoc annex.", where="u",
+                            source="Other")], create=True)
+    with StoreWriter.open(store) as w:  # no model entities: only document links can join them
+        consolidate(w, FakeExtractor(max_entities=0), e, ConsolidateConfig())
+    _, nodes, _ = _graph(store)
+    assert "Bigdoc Annex" not in nodes  # not a document yet
+    _ingest(store, e, [Item(text="Bigdoc Annex\nThe annex of the big document.", where="b",
+                            source="Bigdoc Annex")])
+    with StoreWriter.open(store) as w:
+        res = consolidate(w, FakeExtractor(max_entities=0), e, ConsolidateConfig())
+    edges, nodes, chunks = _graph(store)
+    node = nodes["Bigdoc Annex"][0][0]
+    with Store.open(store) as s:
+        turn = [int(r) for r in s.ids.tolist() if s.body(int(r)).get("session") == "s1"][0]
+    assert edges[(chunks["Small"], node)] == (gf.ABSTRACTION, 0.8)   # from the earlier run
+    assert edges[(turn, node)] == (gf.ABSTRACTION, 0.8)              # a conversation turn too
+    assert (chunks["Other"], node) not in edges                      # "annex" is not the name
+    assert edges[(chunks["Bigdoc Annex"], node)] == (gf.ABSTRACTION, 1.0)
+    assert res.document_nodes == 1 and verify(store).ok

@@ -263,6 +263,7 @@ class Documents:
     the first chunk of each planned one, to describe its node when a window first needs it."""
 
     def __init__(self, windows: list[Window], nodes: NodeIndex):
+        self._bm25 = None  # opened on first need: the episodes ingested before this run
         self.names = doclinks.DocumentNames(b["name"] for b in nodes.bodies
                                             if doclinks.is_document(b))
         self.first_chunk: dict[str, str] = {}
@@ -276,6 +277,28 @@ class Documents:
         every other one its text names (`weight`)."""
         out = [(s, weight) for s in self.names.mentioned(text) if s != win.source]
         return out + ([(win.source, 1.0)] if win.source is not None else [])
+
+    def earlier_mentions(self, w: StoreWriter, source: str) -> list[int]:
+        """Live episodes of other documents or conversations that name `source`, found through
+        the BM25 postings of its name: those consolidated by earlier runs, before the document
+        was known, get their link when its node is made."""
+        if self._bm25 is None:
+            from ..models.bm25 import BM25Index
+
+            self._bm25 = BM25Index.open(w.path, w.manifest.bm25)
+        one = doclinks.DocumentNames([source])
+        out = []
+        for rid in self._bm25.containing(doclinks.base_name(source)).tolist():
+            try:
+                h = w.header(rid)
+            except KeyError:
+                continue
+            if fl.is_tombstone(h.flags) or fl.memory_type(h.flags) == fl.MemoryType.SEMANTIC:
+                continue
+            body = w.body(rid)
+            if body.get("source") != source and one.mentioned(str(body.get("text", ""))):
+                out.append(int(rid))
+        return out
 
 
 def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: ExtractCache,
@@ -326,6 +349,8 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
                                   memory_type=fl.MemoryType.SEMANTIC, resolved=True, meta={}),
                         nodes.add(0, body, v)))
         res.document_nodes += 1
+        doc_links += [(ep, src, cfg.abstraction_weight) for ep in docs.earlier_mentions(w, src)
+                      if ep not in win.ids]
     for src in {src for _, src, _ in doc_links}:
         hit = nodes.by_name[src.casefold()]
         if not doclinks.is_document(nodes.bodies[hit]):

@@ -24,8 +24,9 @@ a trailing parenthesis of the name ignored ("Bethel University (Minnesota)" is n
 notes/Gallu.txt` makes the source "notes/Gallu.txt", named by "Gallu"). Not matched: names
 shorter than 3 characters or starting in lower case, and one-word names that are a number or a
 common word ("Her (film)", "1984 (novel)").
-Limit: a chunk consolidated before a document of the name it mentions was ingested is not
-linked to it later.
+A chunk consolidated by an earlier run, before the document it names was ingested, is found
+when the document's node is made: through the BM25 postings of the name's words, then the same
+match on its text.
 """
 from __future__ import annotations
 

@@ -564,6 +564,24 @@ class BM25Index:
             out[j, hit] = idf[t] * counts[w] * (f * (self.k1 + 1.0) / (f + doc_norm[docs[hit]]))
         return words, out
 
+    def containing(self, text: str) -> np.ndarray:
+        """Record ids (every indexed one, live or not) whose text has every word of `text`, as
+        the index tokenizes it; from the postings of those words, not a pass over the corpus."""
+        if self._append_only:
+            raise RuntimeError("this BM25Index was opened append_only; reopen it to search")
+        words = set(tokenize(text))
+        if not words or any(w not in self._term_id for w in words):
+            return np.zeros(0, np.uint64)
+        rec, _, _, _, indptr, csr_doc, _ = self._postings()
+        docs = None
+        for t in sorted((self._term_id[w] for w in words),
+                        key=lambda t: indptr[t + 1] - indptr[t]):  # rarest word first
+            d = csr_doc[indptr[t]:indptr[t + 1]]
+            docs = d if docs is None else np.intersect1d(docs, d, assume_unique=True)
+            if not len(docs):
+                break
+        return np.sort(rec[docs])
+
     def top_k(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The `k` best live documents with a positive score, best first (ties: lower id first)."""
         ids, s = self.scores(query)
