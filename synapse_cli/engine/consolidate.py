@@ -279,9 +279,9 @@ class Documents:
         return out + ([(win.source, 1.0)] if win.source is not None else [])
 
     def earlier_mentions(self, w: StoreWriter, source: str) -> list[int]:
-        """Live episodes of other documents or conversations that name `source`, found through
-        the BM25 postings of its name: those consolidated by earlier runs, before the document
-        was known, get their link when its node is made."""
+        """Consolidated live episodes of other documents or conversations that name `source`,
+        found through the BM25 postings of its name: those consolidated before the document was
+        known get their link when its node is made."""
         if self._bm25 is None:
             from ..models.bm25 import BM25Index
 
@@ -293,7 +293,9 @@ class Documents:
                 h = w.header(rid)
             except KeyError:
                 continue
-            if fl.is_tombstone(h.flags) or fl.memory_type(h.flags) == fl.MemoryType.SEMANTIC:
+            # An episode still to consolidate gets its links from its own window.
+            if (fl.is_tombstone(h.flags) or not fl.is_consolidated(h.flags)
+                    or fl.memory_type(h.flags) == fl.MemoryType.SEMANTIC):
                 continue
             body = w.body(rid)
             if body.get("source") != source and one.mentioned(str(body.get("text", ""))):
