@@ -6,9 +6,11 @@ Per window of N unconsolidated episodes of one session or source (oldest first):
 2. extraction (cached, FORMAT.md 13.1) of entities and relations from the kept turns, plus the
    speakers of those turns as person nodes related to what they mention (deterministic);
 3. each entity becomes a node "name [TYPE] type [DESC] description" (seed 002 eq. 1), or merges
-   into an existing node with the same name or cosine >= 0.92 (EMA of the vector);
+   into an existing node with the same name or cosine >= 0.92 (EMA of the vector); each
+   document the window reads or names gets a node if it has none (engine/doclinks.py);
 4. ABSTRACTION edges episode <-> node, RELATION edges from the extraction, ASSOCIATION edges
-   between similar nodes, at most K incoming non-temporal edges per node;
+   between similar nodes, document links, at most K incoming non-temporal edges per node
+   (document nodes excepted);
 5. dormancy (seed 000 3.1, engine/dormancy.py): the window's activation is observed over the
    committed graph and the new state staged into the same commit;
 6. commit (nodes, edges, BM25 postings, new payload entries, dormancy state), and only then
@@ -282,11 +284,13 @@ class Documents:
         """Consolidated live episodes of other documents or conversations that name `source`,
         found through the BM25 postings of its name: those consolidated before the document was
         known get their link when its node is made."""
+        one = doclinks.DocumentNames([source])
+        if not len(one):  # a name never matched (too short, a common word)
+            return []
         if self._bm25 is None:
             from ..models.bm25 import BM25Index
 
             self._bm25 = BM25Index.open(w.path, w.manifest.bm25)
-        one = doclinks.DocumentNames([source])
         out = []
         for rid in self._bm25.containing(doclinks.base_name(source)).tolist():
             try:
