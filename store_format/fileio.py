@@ -97,3 +97,17 @@ def open_for_read(path: os.PathLike | str) -> int:
         return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         raise _io_error(exc, path) from exc
+
+
+def file_sizes(directory: os.PathLike | str) -> dict[str, int]:
+    """Name -> size of every regular file in `directory`. A file that vanishes between the
+    listing and its stat (a writer's temp file, renamed by a concurrent commit) is left out."""
+    sizes = {}
+    with os.scandir(directory) as it:
+        for entry in it:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    sizes[entry.name] = entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+    return sizes

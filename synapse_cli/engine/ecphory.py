@@ -169,13 +169,15 @@ def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: n
     Returns {chunk position: (score, seed chunk position, document node position)}."""
     semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
     out: dict[int, tuple[float, int, int]] = {}
-    for d in seeds:
+    seeds = [int(d) for d in seeds]
+    seed_bodies = store.bodies(arrays.ids[seeds]) if seeds else []
+    for d, seed_body in zip(seeds, seed_bodies):
         a, b = int(arrays.indptr[d]), int(arrays.indptr[d + 1])
         nodes = arrays.indices[a:b].astype(np.int64)
         nodes = nodes[(arrays.types[a:b] == gf.ABSTRACTION) & semantic[nodes]]
         if not len(nodes):
             continue
-        own = str(store.bodies(arrays.ids[[d]])[0].get("source")).casefold()
+        own = str(seed_body.get("source")).casefold()
         for node, body in zip(nodes.tolist(), store.bodies(arrays.ids[nodes])):
             name = str(body.get("name", "")).casefold()
             if not is_document(body) or name == own:

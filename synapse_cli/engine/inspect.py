@@ -1,13 +1,13 @@
 """`inspect`: what is in a store (summary) and everything about one record."""
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import numpy as np
 
 from store_format import flags as fl
 from store_format import graph_files as gf
+from store_format.fileio import file_sizes
 from store_format.headers import HEADER_BYTES
 
 from .store import Store
@@ -40,13 +40,7 @@ def summary(store: Store) -> dict:
             by_flag[name] += int(np.count_nonzero(live & ((flags & bit) != 0)))
     g = store.graph()
     edges = {EDGE_TYPES[int(t)]: int(np.count_nonzero(g.types == t)) for t in np.unique(g.types)}
-    files = {}
-    for entry in sorted(os.scandir(store.path), key=lambda e: e.name):
-        try:
-            if entry.is_file(follow_symlinks=False):
-                files[entry.name] = entry.stat(follow_symlinks=False).st_size
-        except FileNotFoundError:  # a writer's temp file, renamed or deleted since the listing
-            continue
+    files = dict(sorted(file_sizes(store.path).items()))
     return {
         "store": str(store.path),
         "store_id": m.store_id,

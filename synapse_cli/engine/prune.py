@@ -24,7 +24,6 @@ when named by id.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -34,6 +33,7 @@ from store_format import compaction
 from store_format import dormancy as dm
 from store_format import flags as fl
 from store_format import graph_files as gf
+from store_format.fileio import file_sizes
 from store_format.tags import encode_tags, normalize_tag
 
 from .scoring import effective_decay_array
@@ -266,14 +266,7 @@ def mark(w: StoreWriter, ids, pin: bool | None = None, resolve: bool | None = No
 
 def store_bytes(path) -> int:
     """Bytes of every regular file in the store directory."""
-    total = 0
-    for entry in os.scandir(path):
-        try:
-            if entry.is_file(follow_symlinks=False):
-                total += entry.stat(follow_symlinks=False).st_size
-        except FileNotFoundError:  # removed since the listing
-            continue
-    return total
+    return sum(file_sizes(path).values())
 
 
 def _derived_nodes(w: StoreWriter, removed: set[int]) -> tuple[list[int], list[int]]:
