@@ -94,6 +94,27 @@ def auc(pos: list[float], neg: list[float]) -> float | None:
     return round(wins / (len(pos) * len(neg)), 3)
 
 
+def pool_ceiling(rows: list) -> dict:
+    """How many gold entities the candidate rules find at all: in the pool the filter chooses
+    from, only among later candidates (up to 30), or never. Entities never found bound recall
+    whatever selects among the candidates."""
+    n = {"gold": 0, "in_pool": 0, "later_candidate": 0, "never_candidate": 0}
+    never = []
+    for gw, turns, pool, _ in rows:
+        pool_keys = [norm(c) for c in pool]
+        all_keys = [norm(c) for c in candidate_spans(window_text(turns), limit=30)]
+        for g in gw["entities"]:
+            ks = {norm(k) for k in [g["name"], *g.get("aliases", [])]}
+            n["gold"] += 1
+            where = ("in_pool" if ks & set(pool_keys) else
+                     "later_candidate" if ks & set(all_keys) else "never_candidate")
+            n[where] += 1
+            if where == "never_candidate":
+                never.append(g["name"])
+    n["recall_ceiling_of_pool"] = round(n["in_pool"] / n["gold"], 3) if n["gold"] else 0.0
+    return n | {"never_candidate_names": never}
+
+
 def sweep(data: Path, golds: dict, thresholds: list[float]) -> dict:
     """Names only, without the model (which only types candidates unless --skip): precision and
     recall of the first 6 spans (no filter, the x2 selection) and of the salience filter at
@@ -139,6 +160,7 @@ def sweep(data: Path, golds: dict, thresholds: list[float]) -> dict:
                 sig["salience"][i].append(v)
                 sig["head_word_df"][i].append(-df.get(c.split()[-1].casefold(), 0))
         res["auc_common_nouns"] = {k: auc(*v) for k, v in sig.items()}
+        res["pool_ceiling"] = pool_ceiling(rows)
         out[split] = res
     return out
 

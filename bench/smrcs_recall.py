@@ -2,7 +2,7 @@
 
     python bench/smrcs_recall.py [--data ../shared/data] [--limit N] [--timeline conversation]
                                  [--propagation centroid|original] [--set KEY=VALUE]
-                                 [--out bench/out/smrcs_recall.json]
+                                 [--embedder-dir DIR] [--out bench/out/smrcs_recall.json]
 
 Data: smrcs/smrcs_en_dev.json (50 sections; shared/data/README.md). Each section is a past and a
 present conversation of 10 turns. Gold memories are past-turn texts, matched by exact equality
@@ -107,7 +107,8 @@ def ranked_past(result: dict, past_ids: list[int]) -> tuple[list[int], dict]:
     return order + [i for i in range(len(past_ids)) if i not in entry], entry
 
 
-def run_section(sec: dict, embedder, timeline: str, cfgs: dict, counts: dict) -> list[dict]:
+def run_section(sec: dict, embedder, timeline: str, cfgs: dict, counts: dict,
+                modes: tuple[str, ...] = MODES) -> list[dict]:
     turns = [(role, text) for part in ("past", "present") for d in sec[part]
              for role, text in d.items()]
     past = [t for _, t in turns[:10]]
@@ -135,7 +136,7 @@ def run_section(sec: dict, embedder, timeline: str, cfgs: dict, counts: dict) ->
                 try:
                     arrays = graphview.build(store)
                     res = {m: recall(store, text, vecs[k], cfgs[m], arrays, now_ms=now)
-                           for m in (MODES if k in triggers else ("synaptic",))}
+                           for m in (modes if k in triggers else ("synaptic",))}
                 finally:
                     store.close()
                 with StoreWriter.open(path) as w:  # the stimulus leaves a spike (seed 3.1)
@@ -143,7 +144,7 @@ def run_section(sec: dict, embedder, timeline: str, cfgs: dict, counts: dict) ->
                     w.commit()
                 for gold in triggers.get(k, []):
                     row = {"section": sec.get("_index"), "turn": k, "gold": gold}
-                    for m in MODES:
+                    for m in modes:
                         order, entry = ranked_past(res[m], past_ids)
                         row[m] = order
                         if m == "synaptic":
@@ -164,9 +165,9 @@ def run_section(sec: dict, embedder, timeline: str, cfgs: dict, counts: dict) ->
     return out
 
 
-def score(rows: list[dict]) -> dict:
+def score(rows: list[dict], modes: tuple[str, ...] = MODES) -> dict:
     res = {}
-    for m in MODES:
+    for m in modes:
         rp, erc, erc_mg, erc_s, erc_s_mg = [], [], [], [], []
         for r in rows:
             gold = set(r["gold"])
@@ -196,6 +197,9 @@ def main() -> None:
     ap.add_argument("--propagation", choices=("centroid", "original"), default="centroid")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a SynapticConfig field (e.g. spike_weight=0)")
+    ap.add_argument("--embedder-dir", default=None, metavar="DIR",
+                    help="a sentence-transformers model directory instead of the packaged MiniLM "
+                         "(to ask whether a result depends on the embedder)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "smrcs_recall.json"))
     args = ap.parse_args()
 
@@ -212,7 +216,7 @@ def main() -> None:
         overrides[key] = value.lower() in ("1", "true") if field_type is bool else field_type(value)
     sc = SynapticConfig(propagation=args.propagation, **overrides)
     cfgs = {m: RecallConfig(mode=m, k=30, synaptic=sc) for m in MODES}
-    embedder = get_embedder()
+    embedder = get_embedder("st", args.embedder_dir) if args.embedder_dir else get_embedder()
     counts = {"exact": 0, "containment": 0, "unmatched": 0, "trigger_not_found": 0,
               "trigger_without_gold": 0}
     t0 = time.perf_counter()
