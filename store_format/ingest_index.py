@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from . import entrylog, fileheader
+from .errors import InvalidRecord
 
 NAME = "ingest.idx"
 MAGIC = b"SYNINGST"
@@ -52,6 +53,18 @@ def read(path, entries: int) -> np.ndarray:
     """The first `entries` entries, every one checked; typed errors name path and offset."""
     return entrylog.read(path, entries, ENTRY_DTYPE, MAGIC, "ingest index",
                          lambda e: entrylog.increasing(e["record_id"]) | (e["reserved"] != 0))
+
+
+def entry_offset(i: int) -> int:
+    """Byte offset of entry `i` (for messages)."""
+    return HEADER_SIZE + ENTRY_DTYPE.itemsize * i
+
+
+def mismatch(path, i: int, record_id: int) -> InvalidRecord:
+    """The error for entry `i`, whose MD5 is not that of record `record_id`'s text: the index
+    belongs to another store or was damaged consistently with its CRCs."""
+    return InvalidRecord(f"ingest index entry {i} names record {record_id}, whose text has "
+                         f"another MD5 (a foreign or stale index)", str(path), entry_offset(i))
 
 
 def append(path, committed: int, entries: np.ndarray) -> int:

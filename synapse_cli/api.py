@@ -11,8 +11,8 @@ CLI's (`$SYNAPSE_HOME`, else `$XDG_DATA_HOME/synapse`). Settings (see `synapse c
 keyword arguments named by their key (`k=5`, `alpha=0.9`, `goal="..."`, `model="x.gguf"`) and
 take precedence over `SYNAPSE_*` variables and the config file, exactly as flags do. For many
 queries against one store, `Recaller` loads the embedder and the graph once.
-Errors are exceptions: `InputError` (a bad item), `ConfigError`, `ModelNotFound` and the
-`StoreError` family (store_format.errors).
+Errors are exceptions: `InputError` (a bad item), `ConfigError`, `ModelNotFound`,
+`ModelUnusable` (a file llama.cpp cannot load) and the `StoreError` family (store_format.errors).
 """
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ from store_format.errors import StoreError
 from .engine import config
 from .engine.config import ConfigError
 from .engine.inputs import InputError
+from .models.extractor import ModelUnusable
 from .engine.paths import resolve_store
 from .engine.service import Recaller
 
 __all__ = ["ingest", "consolidate", "recall", "Recaller", "settings", "InputError",
-           "ConfigError", "ModelNotFound", "StoreError"]
+           "ConfigError", "ModelNotFound", "ModelUnusable", "StoreError"]
 
 _BY_KEY = {s.key: s.name for s in config.SETTINGS}
 
@@ -101,9 +102,24 @@ def model_path(setting: str | None) -> str:
         path = setting or str(default_model_path())
     except FileNotFoundError as exc:
         raise ModelNotFound(str(exc)) from None
+    if os.path.isdir(path):
+        raise ModelNotFound(f"model {path}: is a directory, not a GGUF file")
     if not os.path.isfile(path):
         raise ModelNotFound(f"model {path}: no such file")
+    check_gguf(path)
     return path
+
+
+def check_gguf(path: str) -> None:
+    """Refuse a file that is not GGUF before llama.cpp is asked to load it (its own failure is
+    an exception with no reason given)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise ModelUnusable(f"model {path}: {exc.strerror or exc}") from None
+    if magic != b"GGUF":
+        raise ModelUnusable(f"model {path}: not a GGUF file (it does not start with \"GGUF\")")
 
 
 def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: float | None = None,

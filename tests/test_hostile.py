@@ -203,3 +203,47 @@ def test_a_file_vanishing_while_a_reader_lists_the_store_is_skipped(tmp_path, mo
     with Store.open(store) as s:
         files = insp.summary(s)["bytes"]["files"]
     assert "MANIFEST.tmp" not in files and "MANIFEST" in files
+
+
+def test_an_empty_store_path_is_refused_not_taken_for_the_default(tmp_path):
+    """`--store "$DIR"` or `SYNAPSE_HOME="$DIR"` with $DIR unset must not write elsewhere."""
+    home = tmp_path / "home"
+    env = {"HOME": home, "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([str(SYNAPSE), "--store", "", "ingest"], input=b'{"text": "a"}\n',
+                       env=cli_env(None, **env), capture_output=True, timeout=120)
+    r = subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode(), r.stderr.decode())
+    assert "empty path" in assert_clean_failure(r, 2)[0]
+    r = run_cli(["inspect"], env={**env, "SYNAPSE_HOME": ""})
+    assert "SYNAPSE_HOME" in assert_clean_failure(r, 78)[0]
+    assert not home.exists()
+
+
+def test_an_ingest_index_from_another_store_is_caught_not_used_to_drop_input(tmp_path):
+    """Its CRCs are valid, but its MD5s are not those of this store's records: `verify` says so,
+    and `ingest` refuses instead of calling new text a duplicate of an unrelated record."""
+    store, other = tmp_path / "store", tmp_path / "other"
+    assert ingest(store, b"".join(b'{"text": "own note %d"}\n' % i for i in range(5))).returncode == 0
+    foreign = b"".join(b'{"text": "foreign note %d"}\n' % i for i in range(8))
+    assert ingest(other, foreign).returncode == 0
+    (store / "ingest.idx").write_bytes((other / "ingest.idx").read_bytes())
+    report = verify(store)
+    assert not report.ok and report.problems[0].file == "ingest.idx", report.as_dict()
+    assert "another MD5" in report.problems[0].message
+    r = ingest(store, foreign)
+    assert "ingest.idx" in assert_clean_failure(r, 65)[0]
+    assert len(Store.open(store).ids) == 5  # nothing stored, nothing dropped as "duplicate"
+
+
+@pytest.mark.parametrize("what", ["text", "directory", "bad-gguf"])
+def test_a_model_that_is_not_a_gguf_file_is_refused_in_one_line(tmp_path, what):
+    store = tmp_path / "store"
+    # common nouns, which only the model types, so that it is loaded
+    line = b'{"text": "I bought a hoodie and a lamp, and a painting of a sunset.", "speaker": "Ann"}\n'
+    assert ingest(store, line).returncode == 0
+    model = {"text": Path("/etc/hostname"), "directory": tmp_path}.get(what, tmp_path / "m.gguf")
+    if what == "bad-gguf":  # the magic is right, the rest is not a model
+        model.write_bytes(b"GGUF" + os.urandom(4096))
+    r = run_cli(["consolidate", "--model", model], store)
+    line = assert_clean_failure(r, 66 if what == "directory" else 65)[0]
+    assert str(model) in line
+    assert verify(store).ok

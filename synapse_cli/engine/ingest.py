@@ -102,6 +102,20 @@ def _recent_unit_vectors(w: StoreWriter, n: int) -> np.ndarray:
     return v / np.maximum(norms, 1e-12)
 
 
+def _checked_duplicate(w: StoreWriter, index_file, index: np.ndarray, i: int,
+                       digest: bytes) -> int:
+    """The record index entry `i` names, after checking that it holds text of that MD5: an
+    index copied from another store would otherwise turn new input away as "duplicate"."""
+    rid = int(index["record_id"][i])
+    try:
+        stored = w.body(rid).get("md5")
+    except KeyError:
+        stored = None
+    if stored != digest.hex():
+        raise ix.mismatch(index_file, i, rid)
+    return rid
+
+
 def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
            now_ms: int | None = None) -> IngestResult:
     """Ingest `items` into the store held by writer `w` and commit. Items are already valid."""
@@ -117,7 +131,7 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     else:
         committed_entries = m.ingest["entries"]
     index = ix.read(index_file, committed_entries)
-    seen = {bytes(d): int(r) for d, r in zip(index["md5"], index["record_id"])}
+    seen = {bytes(d): i for i, d in enumerate(index["md5"])}  # digest -> entry
     last_of_session: dict[int, int] = {}
     for key, rid in zip(index["session"].tolist(), index["record_id"].tolist()):
         if key:
@@ -129,7 +143,8 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     for pos, item in enumerate(items):
         digest = md5_of(item.text)
         if digest in seen:
-            result.outcomes.append(Outcome(item.where, "duplicate", seen[digest]))
+            rid = _checked_duplicate(w, index_file, index, seen[digest], digest)
+            result.outcomes.append(Outcome(item.where, "duplicate", rid))
         elif digest in batch_seen:
             result.outcomes.append(Outcome(item.where, "duplicate", None))
         else:

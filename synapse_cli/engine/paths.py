@@ -6,14 +6,28 @@ from pathlib import Path
 
 
 def default_store() -> Path:
-    if os.environ.get("SYNAPSE_HOME"):
-        return Path(os.environ["SYNAPSE_HOME"])
+    home = os.environ.get("SYNAPSE_HOME")
+    if home is not None:
+        if not home.strip():
+            # `SYNAPSE_HOME="$DIR"` with $DIR unset must not send writes to the default store
+            from .config import ConfigError
+
+            raise ConfigError("SYNAPSE_HOME is set but empty",
+                              hint="unset it to use the default store, or name a directory")
+        return Path(home)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "synapse"
 
 
 def resolve_store(flag: str | os.PathLike | None) -> Path:
-    return Path(flag) if flag else default_store()
+    if flag is None:
+        return default_store()
+    if not str(flag).strip():
+        from .config import ConfigError
+
+        raise ConfigError("--store: empty path", usage=True,
+                          hint="leave --store out to use $SYNAPSE_HOME or the default store")
+    return Path(flag)
 
 
 def config_file() -> Path:

