@@ -106,7 +106,8 @@ def lines(n: int, tag: str, pad: int = 300) -> bytes:
 
 
 def snapshot(store: Path) -> dict:
-    """MANIFEST bytes, SHA-256 of each committed prefix, and the set of files (caches aside)."""
+    """MANIFEST bytes, SHA-256 of each committed prefix, and the files and their sizes (caches
+    aside)."""
     m = mf.read_manifest(store)
     lengths = committed_lengths(store)
     if m.bm25:
@@ -117,7 +118,9 @@ def snapshot(store: Path) -> dict:
         lengths[m.graph.csr] = (store / m.graph.csr).stat().st_size
     prefixes = {name: hashlib.sha256((store / name).read_bytes()[:n]).hexdigest()
                 for name, n in lengths.items()}
-    files = sorted(n for n in os.listdir(store) if not n.startswith("extract."))
+    # with their sizes: a failed transaction gives back the space its tail took at once
+    files = sorted((n, (store / n).stat().st_size) for n in os.listdir(store)
+                   if not n.startswith("extract."))
     return {"manifest": (store / "MANIFEST").read_bytes(), "prefixes": prefixes, "files": files}
 
 

@@ -247,3 +247,65 @@ def test_a_model_that_is_not_a_gguf_file_is_refused_in_one_line(tmp_path, what):
     line = assert_clean_failure(r, 66 if what == "directory" else 65)[0]
     assert str(model) in line
     assert verify(store).ok
+
+
+def test_a_fifo_is_read_and_a_directory_is_named_as_such(tmp_path):
+    """`synapse ingest <(producer)` and named pipes are ordinary shell input."""
+    store, fifo = tmp_path / "store", tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"echo '{{\"text\": \"through a pipe\"}}' > {fifo}"])
+    r = run_cli(["ingest", fifo], store)
+    writer.wait(timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "stored", r.stderr
+    assert "is a directory" in assert_clean_failure(run_cli(["ingest", tmp_path], store), 66)[0]
+
+
+def test_closed_standard_streams_give_no_traceback_and_no_stray_writes(tmp_path):
+    store = tmp_path / "store"
+    assert ingest(store, b'{"text": "a note"}\n').returncode == 0
+    env = cli_env(store, HF_HUB_OFFLINE="1")
+    for args, close in ((["recall", "note"], "1"), (["inspect", "--json"], "1"),
+                        (["inspect", "record", "999"], "2")):
+        # the shell's `>&-` / `2>&-`; stderr of the stdout case and stdout of the other kept
+        cmd = " ".join(map(str, [SYNAPSE, *args])) + f" {close}>&-"
+        r = subprocess.run(["sh", "-c", cmd], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert "Traceback" not in r.stderr + r.stdout, (args, r.stderr)
+        assert "synapse: error" not in r.stdout, (args, r.stdout)  # not moved to stdout
+    assert verify(store).ok
+
+
+def test_a_failed_stdout_says_the_input_was_stored(tmp_path):
+    store = tmp_path / "store"
+    with open("/dev/full", "wb") as full:
+        r = subprocess.run([str(SYNAPSE), "ingest"], input=b'{"text": "a note"}\n',
+                           stdout=full, stderr=subprocess.PIPE,
+                           env=cli_env(store, HF_HUB_OFFLINE="1"), timeout=120)
+    r = subprocess.CompletedProcess(r.args, r.returncode, "", r.stderr.decode())
+    lines = assert_clean_failure(r, 74)
+    assert "stdout" in lines[0] and "committed" in lines[1], lines
+    assert len(Store.open(store).ids) == 1
+
+
+def test_recall_on_a_read_only_store_answers_without_touching(tmp_path, monkeypatch):
+    """As when another writer holds the lock: the answer, `touched: false`, and one warning."""
+    store = tmp_path / "store"
+    assert ingest(store, b'{"text": "a note about hiking"}\n').returncode == 0
+    before = (store / "MANIFEST").read_bytes()
+    # root ignores file modes: make the lock file a directory, which the writer cannot open
+    (store / "LOCK").unlink(missing_ok=True)
+    (store / "LOCK").mkdir()
+    r = run_cli(["recall", "hiking"], store)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["touched"] is False
+    assert "--no-touch" in r.stderr and "Traceback" not in r.stderr
+    assert (store / "MANIFEST").read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "-5"])
+def test_a_bad_lock_timeout_is_a_config_error_from_the_variable_and_usage_from_the_flag(
+        tmp_path, value):
+    r = run_cli(["inspect"], tmp_path, env={"SYNAPSE_LOCK_TIMEOUT": value})
+    assert "SYNAPSE_LOCK_TIMEOUT" in assert_clean_failure(r, 78)[0]
+    r = run_cli(["--lock-timeout", value, "inspect"], tmp_path)
+    assert "--lock-timeout" in assert_clean_failure(r, 2)[0]

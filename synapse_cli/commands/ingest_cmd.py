@@ -26,10 +26,12 @@ def _read_inputs(files: list[str], fmt: str, skip_invalid: bool):
         if name == "-":
             data = sys.stdin.buffer.read()
         else:
-            p = Path(name)
-            if not p.is_file():
-                raise UserError(f"{name}: no such file", code=NOINPUT)
-            data = p.read_bytes()
+            try:  # any readable file: also a FIFO or a process substitution (/dev/fd/N)
+                data = Path(name).read_bytes()
+            except OSError as exc:  # sysexits: an input file missing or unreadable is 66
+                reason = "no such file" if isinstance(exc, FileNotFoundError) else \
+                    (exc.strerror or str(exc)).lower()
+                raise UserError(f"{name}: {reason}", code=NOINPUT) from None
         if fmt == "json":
             parsed = inputs.parse_ndjson(data.splitlines(), name)
         elif fmt == "text":

@@ -4,6 +4,7 @@ Each subcommand lives in its own module and only parses, calls one engine functi
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import traceback
@@ -42,9 +43,10 @@ def main(
         None, "--store", "-s", metavar="DIR",
         help="Store directory (default: $SYNAPSE_HOME, else $XDG_DATA_HOME/synapse).",
     ),
-    lock_timeout: float = typer.Option(
-        30.0, "--lock-timeout", envvar="SYNAPSE_LOCK_TIMEOUT", metavar="SECONDS",
-        help="How long a writer waits for another writer before exiting 75.",
+    lock_timeout: Optional[str] = typer.Option(
+        None, "--lock-timeout", metavar="SECONDS", show_default=False,
+        help="How long a writer waits for another writer before exiting 75 "
+             "(default 30, or $SYNAPSE_LOCK_TIMEOUT).",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No messages on stderr except errors."),
     version: bool = typer.Option(
@@ -52,8 +54,27 @@ def main(
     ),
 ) -> None:
     Globals.store = store
-    Globals.lock_timeout = lock_timeout
+    Globals.lock_timeout = _lock_timeout(lock_timeout)
     output.Out.quiet = quiet
+
+
+def _lock_timeout(flag: Optional[str]) -> float:
+    """--lock-timeout, else $SYNAPSE_LOCK_TIMEOUT, else 30 s: a finite number >= 0. A bad flag
+    is a usage error (2), a bad variable a configuration error (78), like every setting."""
+    from ..engine.config import ConfigError
+
+    where, text = ("--lock-timeout", flag) if flag is not None else \
+        ("SYNAPSE_LOCK_TIMEOUT", os.environ.get("SYNAPSE_LOCK_TIMEOUT"))
+    if text is None:
+        return 30.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{where} = {text!r}: expected a number of seconds >= 0",
+                          usage=flag is not None)
+    return value
 
 
 def _register() -> None:
@@ -106,8 +127,25 @@ def completion_cmd_init() -> None:
         completion_init()
 
 
+def _fill_closed_std_fds() -> None:
+    """A standard stream closed by the shell (`synapse ... >&-`) becomes /dev/null: otherwise
+    the next file synapse opens takes its descriptor, and a message meant for stderr would be
+    written into that file; and Python's `print` sends text for a missing stderr to stdout."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: `fd` itself
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            if getattr(sys, name) is None:
+                setattr(sys, name, open(fd, mode, closefd=False))
+
+
 def run(argv: list[str] | None = None) -> None:
     """Entry point: run the app and turn every outcome into an exit code."""
+    _fill_closed_std_fds()
     _skip_numba_blas_probe()
     completion_cmd_init()
     exit_types, abort_types, click_types = _click_exception_types()
@@ -130,6 +168,10 @@ def run(argv: list[str] | None = None) -> None:
         sys.exit(exits.INTERRUPTED)
     except (BrokenPipeError, output.StdoutClosed):
         sys.exit(0)  # `synapse recall ... | head` is not an error
+    except output.StdoutFailed as exc:
+        output.error(str(exc), "only the output was lost: what the command changed in the store "
+                               "is committed (`synapse inspect` shows it)")
+        sys.exit(exits.IOERR)
     except Exception as exc:  # noqa: BLE001 - the one place every error is classified
         code = exits.code_for(exc)
         if code == exits.INTERNAL:

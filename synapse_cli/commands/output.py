@@ -52,14 +52,21 @@ class StdoutClosed(Exception):
     Raised instead of BrokenPipeError because click turns an EPIPE OSError into exit 1."""
 
 
+class StdoutFailed(Exception):
+    """Writing stdout failed (`> /dev/full`): exit 74, saying that only the output is lost
+    (every command commits its change to the store before it prints)."""
+
+
 def _write(data: bytes) -> None:
     try:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
-    except BrokenPipeError:
+    except OSError as exc:
         devnull = os.open(os.devnull, os.O_WRONLY)  # so the flush at exit cannot fail again
         os.dup2(devnull, sys.stdout.fileno())
-        raise StdoutClosed() from None
+        if isinstance(exc, BrokenPipeError):
+            raise StdoutClosed() from None
+        raise StdoutFailed(f"writing stdout: {exc.strerror or exc}") from None
 
 
 def emit(obj: Any) -> None:

@@ -9,7 +9,7 @@ import typer
 from . import output
 from .common import store_path
 from .common import parse_time_option
-from .exits import NOINPUT, USAGE, UserError
+from .exits import DATAERR, NOINPUT, USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -144,6 +144,9 @@ def recall(
         for where, text in queries:
             result = r.recall(text, cfg, touch=not no_touch, check=check)
             output.emit(result)
+        if r.touch_error:
+            output.warn(f"synapse: answered, but the recall was not recorded ({r.touch_error}); "
+                        "--no-touch answers without writing")
 
 
 def _verifier(settings):
@@ -154,6 +157,8 @@ def _verifier(settings):
 
     try:
         path = api.model_path(settings["extraction.model"])
+    except api.ModelUnusable as exc:
+        raise UserError(str(exc), code=DATAERR) from None
     except api.ModelNotFound as exc:
         raise UserError(str(exc), code=NOINPUT,
                         hint="--verify needs the local model: set SYNAPSE_MODEL or "

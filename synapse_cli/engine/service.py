@@ -2,7 +2,8 @@
 
 Used by `synapse recall` (one process, one or many queries) and by benchmarks and the Python
 API. Reconsolidation needs the writer lock; recall never waits for it: when another writer
-holds the lock the touch is skipped and the result says so.
+holds the lock, or the file system refuses the write (read-only, full), the touch is skipped
+and the result says so (`touched: false`; `touch_error` keeps the reason).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class Recaller:
         self.store = Store.open(self.path)
         self._embedder = embedder
         self._arrays = None
+        self.touch_error: str | None = None  # why the last touch was refused by the OS
 
     @property
     def embedder(self):
@@ -85,6 +87,10 @@ class Recaller:
             return True
         except LockTimeout:
             return False  # a writer is busy: recall does not wait for it
+        except (StoreIOError, OSError) as exc:
+            # A read-only or full file system: the answer matters more than the rehearsal.
+            self.touch_error = str(exc)
+            return False
 
     def close(self) -> None:
         self.store.close()

@@ -222,11 +222,12 @@ class StoreWriter(Store):
 
     def __exit__(self, exc_type, *exc):
         try:
-            if exc_type is not None:  # a failed transaction (disk full...): drop new files now
+            if exc_type is not None:  # a failed transaction (disk full...): drop its bytes now
                 self.close_writers()
                 try:
-                    _remove_uncommitted_files(self.path,
-                                              mf.read_manifest(self.path, check_files=False))
+                    m = mf.read_manifest(self.path, check_files=False)
+                    _remove_uncommitted_files(self.path, m)
+                    _truncate_uncommitted_tails(self.path, m)
                 except (OSError, StoreError):
                     pass
         finally:
@@ -559,6 +560,18 @@ def _remove_uncommitted_files(path: Path, m: mf.Manifest) -> None:
             removed = True
     if removed:
         fsync_dir(path)
+
+
+def _truncate_uncommitted_tails(path: Path, m: mf.Manifest) -> None:
+    """Cut what a failed transaction appended past the committed length of each file, so that
+    a full disk gets its space back now, not at the next write. Readers never read past the
+    committed lengths; mid-migration the lengths are ambiguous, so nothing is cut then."""
+    if m.migration:
+        return
+    for name, committed in mf.committed_lengths(m):
+        p = path / name
+        if committed > 0 and p.exists() and p.stat().st_size > committed:
+            os.truncate(p, committed)
 
 
 __all__ = ["Store", "StoreWriter", "NewMemory", "InvalidRecord", "array_to_headers"]
