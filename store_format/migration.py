@@ -21,7 +21,7 @@ import numpy as np
 from . import headers as hdr
 from . import manifest as mf
 from . import segments as sg
-from .errors import InvalidRecord, StoreError
+from .errors import InvalidRecord, StoreError, StoreIOError
 from .fileio import fsync_dir
 
 SUFFIX = ".migrating"
@@ -94,10 +94,17 @@ def migrate(store_dir, m: mf.Manifest, to_version: int) -> mf.Manifest:
     except BaseException:
         _drop_copies(store)  # a full disk: leave the store as it was
         raise
-    if todo:
-        _roll_forward(store, intent)
-    final = dataclasses.replace(intent, header_version=to_version, migration=None).next_generation()
-    mf.write_manifest(store, final)
+    try:
+        if todo:
+            _roll_forward(store, intent)
+        final = dataclasses.replace(intent, header_version=to_version,
+                                    migration=None).next_generation()
+        mf.write_manifest(store, final)
+    except (OSError, StoreError) as exc:
+        # Past the intent the migration is committed (section 9): say so, not just "failed".
+        raise StoreIOError(f"the migration to v{to_version} is committed but not finished "
+                           f"({exc}); the next command that writes to the store finishes it",
+                           str(store)) from exc
     return final
 
 

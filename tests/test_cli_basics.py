@@ -100,10 +100,13 @@ def test_unknown_store_exits_66(tmp_path):
     assert os.listdir(empty) == []  # not even a LOCK file
 
 
-def test_record_not_in_store_exits_66(small_store):
-    r = run_cli(["inspect", "record", "999"], small_store.path)
-    lines = assert_clean_failure(r, 66)
-    assert "999" in lines[0]
+@pytest.mark.parametrize("args", [["inspect", "record", "999"], ["mark", "999", "--pin"],
+                                  ["prune", "--id", "999", "--yes"]])
+def test_a_record_not_in_the_store_is_one_error_with_one_code(small_store, args):
+    before = (small_store.path / "MANIFEST").read_bytes()
+    lines = assert_clean_failure(run_cli(args, small_store.path), 65)
+    assert "no record with id 999" in lines[0]
+    assert (small_store.path / "MANIFEST").read_bytes() == before
 
 
 def test_stdout_off_a_terminal_is_one_json_line(small_store):
@@ -169,7 +172,7 @@ def test_no_color_is_respected(small_store, tmp_path):
     colored = 0
     for args in argvs:
         rc, out = _run_on_pty(args, dict(base, NO_COLOR="1"))
-        assert rc in (0, 2, 66), (args, rc, out)
+        assert rc in (0, 2, 65), (args, rc, out)
         assert "Traceback" not in out
         assert _color_codes(out) == [], (args, _color_codes(out))
         rc2, out2 = _run_on_pty(args, base)

@@ -23,6 +23,7 @@ from store_format.vectors import quantize_batch
 from synapse_cli.engine import graphview
 from synapse_cli.engine import prune as pr
 from synapse_cli.engine.dormancy import DormancyState
+from synapse_cli.engine.ingest import md5_of
 from synapse_cli.engine.memory import NewMemory
 from synapse_cli.engine.recall import RecallConfig, recall
 from synapse_cli.engine.store import Store, StoreWriter
@@ -52,7 +53,7 @@ def index_store(path, texts_by_id: dict[int, str] | None = None) -> None:
             [texts_by_id[i] for i in ids]
         c = BM25Index.open(path, w.manifest.bm25).add(ids, texts)
         ix.create(w.path / ix.NAME)
-        md5s = [bytes.fromhex(f"{i:032x}") for i in ids]
+        md5s = [md5_of(t) for t in texts]
         n = ix.append(w.path / ix.NAME, 0, ix.make_entries(md5s, ids, [i % 7 for i in ids]))
         w.stage(bm25=c, ingest={"file": ix.NAME, "entries": n})
         w.commit()

@@ -19,7 +19,8 @@ EXIT_CODES = {
     OK: "success (also a recall that was rejected by the gate)",
     1: "`inspect verify` found damage (it prints the file and offset)",
     USAGE: "usage error: unknown option, missing argument, bad value",
-    DATAERR: "malformed input (message names the line), or a corrupt store (names file and offset)",
+    DATAERR: "malformed input (message names the line), a record id the store does not hold, "
+             "or a corrupt store (names file and offset)",
     NOINPUT: "no store at the given path, or an input file that does not exist",
     INTERNAL: "internal error: a bug in synapse, please report it",
     IOERR: "I/O error: disk full, permission denied, read-only file system",

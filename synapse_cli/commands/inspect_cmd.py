@@ -5,7 +5,7 @@ import typer
 
 from . import output
 from .common import JSON_OPTION, store_path
-from .exits import NOINPUT, UserError
+from .exits import DATAERR, UserError
 
 inspect_app = typer.Typer(help="Look inside a store: summary, one record, or a full verify.\n\n"
                                "Example: synapse inspect --json | jq .records",
@@ -47,7 +47,7 @@ def record(record_id: int = typer.Argument(..., metavar="ID", help="Record id.")
     try:
         info = read_retrying(store_path(), lambda store: build(store, record_id))
     except KeyError:
-        raise UserError(f"no record with id {record_id}", code=NOINPUT,
+        raise UserError(f"no record with id {record_id} in this store", code=DATAERR,
                         hint="`synapse inspect --json` shows the ids in use") from None
     if output.Out.want_table() and not json:
         output.stdout_console().print_json(data=info)

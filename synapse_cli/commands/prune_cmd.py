@@ -8,7 +8,7 @@ import typer
 from . import output
 from .common import JSON_OPTION, confirm_destructive, lock_timeout, store_path
 from .common import parse_time_option
-from .exits import USAGE, UserError
+from .exits import DATAERR, USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -114,6 +114,12 @@ def prune(
                 report.update(pr.restore(w, restore))
         else:
             sel = pr.select(w, policy) if active else pr.Selection()
+            if sel.not_found:  # as `mark` and `inspect record`: a wrong id is an error
+                raise UserError(f"no record with id {sel.not_found[0]} in this store"
+                                + (f" (nor {len(sel.not_found) - 1} more --id)"
+                                   if len(sel.not_found) > 1 else ""), code=DATAERR,
+                                hint="nothing was moved to the trash; ids are in the output of "
+                                     "ingest and recall")
             if active:
                 report.update(sel.as_dict())
             if query is not None and sel.query_matches and output.Out.stderr_is_tty() \

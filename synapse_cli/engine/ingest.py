@@ -108,7 +108,7 @@ def _checked_duplicate(w: StoreWriter, index_file, index: np.ndarray, i: int,
     index copied from another store would otherwise turn new input away as "duplicate"."""
     rid = int(index["record_id"][i])
     try:
-        stored = w.body(rid).get("md5")
+        stored = w.body(rid).get("md5", digest.hex())  # a body without one cannot disagree
     except KeyError:
         stored = None
     if stored != digest.hex():

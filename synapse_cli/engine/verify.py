@@ -159,9 +159,10 @@ def _check_ingest_md5(store: Path, m: mf.Manifest, entries: np.ndarray) -> None:
     md5 = {}
     with PayloadReader(store / m.payload.file, m.payload.bytes) as payload:
         for e in payload.entries():  # the last entry of a record is its current body
-            md5[e.record_id] = e.body.get("md5") if isinstance(e.body, dict) else None
+            md5[e.record_id] = e.body.get("md5", "")
     for i, (digest, rid) in enumerate(zip(entries["md5"], entries["record_id"].tolist())):
-        if md5.get(rid) != bytes(digest).hex():
+        stored = md5.get(rid)  # None: no such record; "": a body that keeps no MD5
+        if stored is None or (stored and stored != bytes(digest).hex()):
             raise ingest_index.mismatch(store / m.ingest["file"], i, rid)
 
 
