@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,44 @@ def test_a_bad_lock_timeout_is_a_config_error_from_the_variable_and_usage_from_t
     assert "SYNAPSE_LOCK_TIMEOUT" in assert_clean_failure(r, 78)[0]
     r = run_cli(["--lock-timeout", value, "inspect"], tmp_path)
     assert "--lock-timeout" in assert_clean_failure(r, 2)[0]
+
+
+@pytest.mark.parametrize("args,stdin,code,needle", [
+    (["recall"], b'{"query": "note", "k": 3}\n', 65, "unknown field(s) k"),
+    (["recall"], b"caf\xff\n", 65, "UTF-8"),
+    (["recall", "note", "--tag", ""], None, 2, "empty tag"),
+    (["prune", "--decayed", "nan", "--dry-run"], None, 2, "--decayed"),
+    (["prune", "--decayed", "-1", "--dry-run"], None, 2, "--decayed"),
+    (["prune", "--query", "x", "--min-similarity", "5", "--dry-run"], None, 2, "--min-similarity"),
+    (["ingest", "--format", "doc"], b"a document \x00 with a NUL", 65, "NUL"),
+])
+def test_values_that_would_be_ignored_or_altered_are_refused(tmp_path, args, stdin, code, needle):
+    store = tmp_path / "store"
+    assert ingest(store, b'{"text": "a note"}\n').returncode == 0
+    before = (store / "MANIFEST").read_bytes()
+    r = subprocess.run([str(SYNAPSE), *args], input=stdin or b"", capture_output=True,
+                       env=cli_env(store, HF_HUB_OFFLINE="1"), timeout=120)
+    r = subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode(), r.stderr.decode())
+    assert needle in assert_clean_failure(r, code)[0]
+    assert (store / "MANIFEST").read_bytes() == before
+
+
+def test_the_store_path_and_the_config_file_must_be_what_they_claim(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for args in (["inspect"], ["ingest"]):
+        r = subprocess.run([str(SYNAPSE), "--store", str(a_file), *args], input='{"text": "a"}\n',
+                           capture_output=True, text=True, timeout=120, env=cli_env())
+        assert "not a directory" in assert_clean_failure(r, 66)[0]
+    assert a_file.read_text() == "x"
+    (tmp_path / "cfg" / "synapse" / "config.toml").mkdir(parents=True)
+    r = run_cli(["recall", "x"], tmp_path / "store", env={"XDG_CONFIG_HOME": tmp_path / "cfg"})
+    assert "not a regular file" in assert_clean_failure(r, 78)[0]
+    r = run_cli(["recall", "x"], tmp_path / "store", env={"SYNAPSE_K": "0"})
+    assert ">= 1" in assert_clean_failure(r, 78)[0]  # the range, not "expected an integer"
+
+
+def test_python_dash_m_runs_the_cli():
+    r = subprocess.run([sys.executable, "-m", "synapse_cli", "--version"], capture_output=True,
+                       text=True, timeout=120, env=cli_env())
+    assert r.returncode == 0 and r.stdout.startswith("synapse "), r.stderr

@@ -73,6 +73,8 @@ def hint_for(exc: BaseException) -> str | None:
 
     if getattr(exc, "hint", None):
         return exc.hint
+    if isinstance(exc, e.StoreNotFound) and "not a directory" in str(exc):
+        return "--store DIR or $SYNAPSE_HOME names the store directory"
     if isinstance(exc, e.StoreNotFound):
         return ("`synapse ingest` creates a store; --store DIR or $SYNAPSE_HOME chooses which "
                 "one (default ~/.local/share/synapse)")

@@ -1,6 +1,7 @@
 """`synapse prune`: forget memories by policy (to the trash), restore, compact, purge."""
 from __future__ import annotations
 
+import math
 from typing import List, Optional
 
 import typer
@@ -91,6 +92,15 @@ def prune(
 
     if match not in ("any", "all"):
         raise UserError(f"--match {match!r}: expected any or all", code=USAGE)
+    for flag, value, lo, hi in (("--decayed", decayed, 0.0, None),
+                                ("--low-utility", low_utility, 0.0, None),
+                                ("--min-similarity", min_similarity, -1.0, 1.0)):
+        if value is not None and not (math.isfinite(value) and value >= lo
+                                      and (hi is None or value <= hi)):
+            raise UserError(f"{flag} {value}: expected a number >= {lo:g}"
+                            + (f" and <= {hi:g}" if hi is not None else ""), code=USAGE)
+    if any(not t.strip() for t in tags):
+        raise UserError("--tag: empty tag", code=USAGE)
     policy = pr.PrunePolicy(decayed_below=decayed, at_ms=parse_time_option(at, "--at"), dormant=dormant,
                             low_utility_below=low_utility, before_ms=parse_time_option(before, "--before"),
                             ids=tuple(ids), tags=tuple(tags), query=query,

@@ -35,8 +35,15 @@ def _queries(query: Optional[str]) -> list[tuple[str, str]]:
             text = obj.get("query") if isinstance(obj, dict) else None
             if not isinstance(text, str) or not text.strip():
                 raise UserError(f"-:{n}: expected an object with a string `query`")
+            if len(obj) > 1:  # `{"query": ..., "k": 3}` must not look as if k were used
+                extra = ", ".join(sorted(k for k in obj if k != "query"))
+                raise UserError(f"-:{n}: unknown field(s) {extra}: a query line holds only "
+                                "`query`", hint="options apply to every query: --k, --mode ...")
         else:
-            text = raw.decode("utf-8", "replace").strip()
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise UserError(f"-:{n}: not valid UTF-8 (byte {exc.start})") from None
         out.append((f"-:{n}", text))
     if not out:
         raise UserError("no query: pass one as an argument or as lines on stdin", code=USAGE)
@@ -126,6 +133,8 @@ def recall(
     for t in memory_type:
         if t not in TYPE_BITS:
             raise UserError(f"--type {t!r}: expected one of {', '.join(TYPE_BITS)}", code=USAGE)
+    if any(not t.strip() for t in tag):  # an empty tag would filter nothing, silently
+        raise UserError("--tag: empty tag", code=USAGE)
     settings = config.resolve({"recall.mode": mode, "recall.k": k, "gate.tau_gate": tau_gate,
                                "ecphory.cues": cues, "synaptic.propagation": propagation,
                                "verify.verify_threshold": verify_threshold,

@@ -257,9 +257,10 @@ def _from_env(s: Setting, raw: str):
         return _check(s, low in ("1", "true", "yes", "on"), where)
     if s.type in (int, float):
         try:
-            return _check(s, s.type(raw), where)
+            value = s.type(raw)
         except ValueError:
-            return _check(s, raw, where)
+            return _check(s, raw, where)  # "expected an integer" (ConfigError is a ValueError:
+        return _check(s, value, where)    # its range check must stay outside the try)
     return _check(s, raw, where)
 
 
@@ -289,8 +290,11 @@ def _suggest(key: str) -> str:
 
 def read_file(path: Path) -> dict:
     """{name: value} from the config file ({} when there is none), checked against SETTINGS."""
-    if not path.is_file():
+    if not path.exists():
         return {}
+    if not path.is_file():
+        raise ConfigError(f"{path}: not a regular file", hint="the config file is TOML; move "
+                          "this out of the way, or set XDG_CONFIG_HOME to look elsewhere")
     if tomllib is None:
         raise ConfigError(f"{path}: reading a config file needs Python 3.11+ or the tomli "
                           "package", hint="pip install tomli, or remove the file")

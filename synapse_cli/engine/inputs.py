@@ -213,6 +213,10 @@ def parse_document(data: bytes, name: str) -> Iterator[Item | InputError]:
     except UnicodeDecodeError as exc:
         yield InputError(f"{name}:byte {exc.start}", "invalid UTF-8")
         return
+    if "\x00" in text:  # as in the other formats: binary, not a document
+        yield InputError(f"{name}:byte {len(text[:text.index(chr(0))].encode())}",
+                         "contains a NUL character")
+        return
     for k, (a, b) in enumerate(chunk_document(text)):
         chunk = text[a:b]
         if chunk.strip():

@@ -197,6 +197,8 @@ class StoreWriter(Store):
              dim: int = DEFAULT_DIM, embedder: str = DEFAULT_EMBEDDER,
              header_version: int = 3) -> "StoreWriter":
         path = Path(path)
+        if os.path.lexists(path) and not path.is_dir():  # a file, a dangling or looping link
+            raise StoreNotFound("not a directory, so not a store", str(path))
         if not path.exists():
             if not create:
                 raise StoreNotFound("no store here", str(path))
