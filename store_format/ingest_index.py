@@ -60,11 +60,12 @@ def entry_offset(i: int) -> int:
     return HEADER_SIZE + ENTRY_DTYPE.itemsize * i
 
 
-def mismatch(path, i: int, record_id: int) -> InvalidRecord:
-    """The error for entry `i`, whose MD5 is not that of record `record_id`'s text: the index
-    belongs to another store or was damaged consistently with its CRCs."""
-    return InvalidRecord(f"ingest index entry {i} names record {record_id}, whose text has "
-                         f"another MD5 (a foreign or stale index)", str(path), entry_offset(i))
+def mismatch(path, i: int, record_id: int, missing: bool = False) -> InvalidRecord:
+    """The error for entry `i`, which names a record the store lacks or whose text has another
+    MD5: the index belongs to another store, or was damaged consistently with its CRCs."""
+    what = "which the store does not hold" if missing else "whose text has another MD5"
+    return InvalidRecord(f"ingest index entry {i} names record {record_id}, {what} (a foreign "
+                         "or stale index)", str(path), entry_offset(i))
 
 
 def append(path, committed: int, entries: np.ndarray) -> int:

@@ -500,24 +500,7 @@ def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
     or shorter than committed."""
     store = Path(store_dir)
     check_entries(store)
-    for name, committed in committed_lengths(m):
-        p = store / name
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            raise CorruptStore("named by MANIFEST but missing", str(p), 0) from None
-        except OSError as exc:
-            raise StoreIOError(exc.strerror or str(exc), str(p)) from None
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeStore("named by MANIFEST but not a regular file", str(p))
-        if st.st_size < committed:
-            raise Truncated(f"file is {st.st_size} bytes, MANIFEST commits {committed}",
-                            str(p), st.st_size)
 
-
-def committed_lengths(m: Manifest) -> list[tuple[str, int]]:
-    """(file, bytes the manifest commits in it) for every file it names; 0 for graph.csr, whose
-    length its own header gives, and a segment mid-migration counts in its smaller layout."""
     stride = {v: HEADER_BYTES[v] + m.dim + RECORD_TRAILER for v in HEADER_BYTES}
     migrating = set(m.migration["files"]) if m.migration else set()
     needed: list[tuple[str, int]] = []
@@ -539,7 +522,19 @@ def committed_lengths(m: Manifest) -> list[tuple[str, int]]:
         needed.append((m.spikes["file"], 16 + 24 * m.spikes["entries"]))
     if m.dormancy is not None:
         needed.append((m.dormancy["file"], 16 + 20 * m.dormancy["entries"]))
-    return needed
+    for name, committed in needed:
+        p = store / name
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            raise CorruptStore("named by MANIFEST but missing", str(p), 0) from None
+        except OSError as exc:
+            raise StoreIOError(exc.strerror or str(exc), str(p)) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeStore("named by MANIFEST but not a regular file", str(p))
+        if st.st_size < committed:
+            raise Truncated(f"file is {st.st_size} bytes, MANIFEST commits {committed}",
+                            str(p), st.st_size)
 
 
 def write_manifest(store_dir: str | os.PathLike, m: Manifest) -> None:

@@ -112,12 +112,9 @@ def model_path(setting: str | None) -> str:
 
 def check_gguf(path: str) -> None:
     """Refuse a file that is not GGUF before llama.cpp is asked to load it (its own failure is
-    an exception with no reason given)."""
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(4)
-    except OSError as exc:
-        raise ModelUnusable(f"model {path}: {exc.strerror or exc}") from None
+    an exception with no reason given). An unreadable file is an OSError (exit 74)."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
     if magic != b"GGUF":
         raise ModelUnusable(f"model {path}: not a GGUF file (it does not start with \"GGUF\")")
 

@@ -101,7 +101,8 @@ def test_unknown_store_exits_66(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["inspect", "record", "999"], ["mark", "999", "--pin"],
-                                  ["prune", "--id", "999", "--yes"]])
+                                  ["prune", "--id", "999", "--yes"],
+                                  ["prune", "--restore", "999", "--yes"]])
 def test_a_record_not_in_the_store_is_one_error_with_one_code(small_store, args):
     before = (small_store.path / "MANIFEST").read_bytes()
     lines = assert_clean_failure(run_cli(args, small_store.path), 65)

@@ -265,15 +265,20 @@ def test_closed_standard_streams_give_no_traceback_and_no_stray_writes(tmp_path)
     store = tmp_path / "store"
     assert ingest(store, b'{"text": "a note"}\n').returncode == 0
     env = cli_env(store, HF_HUB_OFFLINE="1")
-    for args, close in ((["recall", "note"], "1"), (["inspect", "--json"], "1"),
-                        (["inspect", "record", "999"], "2")):
-        # the shell's `>&-` / `2>&-`; stderr of the stdout case and stdout of the other kept
-        cmd = " ".join(map(str, [SYNAPSE, *args])) + f" {close}>&-"
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"text": "fine"}\n{"text": 5}\n')
+    for args, close, code in ((["recall", "note"], "1>&-", 0), (["inspect", "--json"], "1>&-", 0),
+                              (["inspect", "record", "999"], "2>&-", 65),
+                              # a writer whose error has no stderr: it must not land in a file
+                              (["ingest", bad], "2>&- 0<&-", 65)):
+        cmd = " ".join(map(str, [SYNAPSE, *args])) + " " + close  # the shell's `>&-`
         r = subprocess.run(["sh", "-c", cmd], env=env, capture_output=True, text=True,
                            timeout=120)
+        assert r.returncode == code, (args, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr + r.stdout, (args, r.stderr)
         assert "synapse: error" not in r.stdout, (args, r.stdout)  # not moved to stdout
     assert verify(store).ok
+    assert not any(b"synapse: error" in f.read_bytes() for f in store.iterdir() if f.is_file())
 
 
 def test_a_failed_stdout_says_the_input_was_stored(tmp_path):
@@ -284,7 +289,7 @@ def test_a_failed_stdout_says_the_input_was_stored(tmp_path):
                            env=cli_env(store, HF_HUB_OFFLINE="1"), timeout=120)
     r = subprocess.CompletedProcess(r.args, r.returncode, "", r.stderr.decode())
     lines = assert_clean_failure(r, 74)
-    assert "stdout" in lines[0] and "committed" in lines[1], lines
+    assert "stdout" in lines[0] and "in the store" in lines[1], lines
     assert len(Store.open(store).ids) == 1
 
 
@@ -306,10 +311,15 @@ def test_recall_on_a_read_only_store_answers_without_touching(tmp_path, monkeypa
 @pytest.mark.parametrize("value", ["abc", "nan", "-5"])
 def test_a_bad_lock_timeout_is_a_config_error_from_the_variable_and_usage_from_the_flag(
         tmp_path, value):
-    r = run_cli(["inspect"], tmp_path, env={"SYNAPSE_LOCK_TIMEOUT": value})
+    store = tmp_path / "store"
+    assert ingest(store, b'{"text": "a note"}\n').returncode == 0
+    r = run_cli(["mark", "1", "--pin"], store, env={"SYNAPSE_LOCK_TIMEOUT": value})
     assert "SYNAPSE_LOCK_TIMEOUT" in assert_clean_failure(r, 78)[0]
-    r = run_cli(["--lock-timeout", value, "inspect"], tmp_path)
+    r = run_cli(["--lock-timeout", value, "mark", "1", "--pin"], store)
     assert "--lock-timeout" in assert_clean_failure(r, 2)[0]
+    # only writers read it: help, config and readers work whatever the variable holds
+    for args in (["recall", "--help"], ["config"], ["inspect"]):
+        assert run_cli(args, store, env={"SYNAPSE_LOCK_TIMEOUT": value}).returncode == 0
 
 
 @pytest.mark.parametrize("args,stdin,code,needle", [
@@ -351,3 +361,12 @@ def test_python_dash_m_runs_the_cli():
     r = subprocess.run([sys.executable, "-m", "synapse_cli", "--version"], capture_output=True,
                        text=True, timeout=120, env=cli_env())
     assert r.returncode == 0 and r.stdout.startswith("synapse "), r.stderr
+
+
+def test_recall_verify_with_a_model_llama_cpp_cannot_load_is_one_line(tmp_path):
+    """The model loads at the first query, mid-command: still one line and 65."""
+    store, model = tmp_path / "store", tmp_path / "m.gguf"
+    assert ingest(store, b'{"text": "a note about hiking"}\n').returncode == 0
+    model.write_bytes(b"GGUF" + os.urandom(4096))
+    r = run_cli(["recall", "hiking", "--verify", "--no-gate"], store, env={"SYNAPSE_MODEL": model})
+    assert str(model) in assert_clean_failure(r, 65)[0]

@@ -278,3 +278,30 @@ def test_kill_9_during_migration(tmp_path):
     assert len(killed) >= trials // 2
     assert any(o[4] == kinds[o[0]][1] for o in killed)  # some ended wholly old ...
     assert any(o[4] == kinds[o[0]][2] for o in outcomes)  # ... and some wholly new
+
+
+def test_a_failure_after_the_intent_says_committed_and_the_next_writer_finishes(tmp_path,
+                                                                                 monkeypatch):
+    """Past the roll-forward intent the migration is committed (FORMAT.md 9): the error says
+    so rather than "failed", and the next writer finishes it with every record intact."""
+    path = tmp_path / "store"
+    build_store(path, 300, header_version=3, seed=5)
+    orig = read_state(path)
+    real_replace = os.replace
+
+    def refuse_renames_into_place(src, dst):
+        if str(src).endswith(".migrating"):
+            raise PermissionError(1, "Operation not permitted", str(src))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(migration.os, "replace", refuse_renames_into_place)
+    with pytest.raises(Exception) as info:
+        with StoreWriter.open(path) as w:
+            migration.migrate(w.path, w.manifest, 2)
+    assert "committed but not finished" in str(info.value)
+    monkeypatch.setattr(migration.os, "replace", real_replace)
+    with StoreWriter.open(path):
+        pass  # any writer rolls forward
+    after = read_state(path)
+    assert after.file_versions == [2] and list(after.ids) == list(orig.ids)
+    assert verify(path).ok

@@ -225,9 +225,12 @@ def test_trash_is_invisible_to_recall_bm25_and_graph_then_restore(policy_store):
         bm.set_live(live)
         assert target not in bm.top_k("weather", 10)[0].tolist()
     r = run_cli(["prune", "--restore", str(target), "--restore", "424242"], p)
+    assert r.returncode == 65 and "424242" in r.stderr, r.stderr  # an unknown id: nothing done
+    assert target not in _recall_ids(p, "chat about the weather", "vector")
+    r = run_cli(["prune", "--restore", str(target)], p)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
-    assert rep["restored"] == [target] and rep["not_found"] == [424242]
+    assert rep["restored"] == [target] and rep["not_found"] == []
     assert target in _recall_ids(p, "chat about the weather", "vector")
     assert verify(p).ok
 

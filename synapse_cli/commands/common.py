@@ -1,6 +1,8 @@
 """Options and helpers shared by the subcommand modules."""
 from __future__ import annotations
 
+import math
+import os
 import sys
 
 import typer
@@ -17,10 +19,36 @@ def store_path():
     return resolve_store(Globals.store)
 
 
+def seconds(text: str, where: str, usage: bool) -> float:
+    """A number of seconds >= 0 (inf: for ever); a bad flag is a usage error (2), a bad
+    variable a setting's (78)."""
+    from ..engine.config import ConfigError
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise ConfigError(f"{where} {text!r}: expected a number of seconds >= 0", usage=usage)
+    return value
+
+
 def lock_timeout() -> float:
+    """--lock-timeout (checked when parsed), else $SYNAPSE_LOCK_TIMEOUT, else 30 s. The
+    variable is checked here, when a writer needs it, so that `--help`, `config` and readers
+    work whatever it holds."""
     from .main import Globals
 
-    return Globals.lock_timeout
+    if Globals.lock_timeout is not None:
+        return Globals.lock_timeout
+    env = os.environ.get("SYNAPSE_LOCK_TIMEOUT")
+    return 30.0 if env is None else seconds(env, "$SYNAPSE_LOCK_TIMEOUT", usage=False)
+
+
+def check_tags(tags) -> None:
+    """An empty --tag would match nothing or everything, silently: refuse it."""
+    if any(not t.strip() for t in tags):
+        raise UserError("--tag: empty tag", code=USAGE)
 
 
 def confirm_destructive(what: str, yes: bool) -> None:

@@ -45,9 +45,12 @@ def code_for(exc: BaseException) -> int:
     from store_format import errors as e
 
     from ..engine.config import ConfigError
+    from ..models.extractor import ModelUnusable
 
     if isinstance(exc, UserError):
         return exc.code
+    if isinstance(exc, ModelUnusable):  # raised when the model loads, possibly mid-command
+        return DATAERR
     if isinstance(exc, ConfigError):
         return USAGE if exc.usage else CONFIG
     if isinstance(exc, e.LockTimeout):
@@ -73,7 +76,7 @@ def hint_for(exc: BaseException) -> str | None:
 
     if getattr(exc, "hint", None):
         return exc.hint
-    if isinstance(exc, e.StoreNotFound) and "not a directory" in str(exc):
+    if isinstance(exc, e.StoreNotFound) and exc.message.startswith("not a directory"):
         return "--store DIR or $SYNAPSE_HOME names the store directory"
     if isinstance(exc, e.StoreNotFound):
         return ("`synapse ingest` creates a store; --store DIR or $SYNAPSE_HOME chooses which "

@@ -83,13 +83,15 @@ def ingest(
                             default_importance=importance)  # a bad config fails before input
     items, errors = _read_inputs(files or [], fmt, skip_invalid)
     for e in errors:
-        output.emit({"id": None, "status": "invalid", "where": e.where, "error": e.reason})
         output.warn(f"synapse: skipped {e}")
-    if not items:
+    result = api.ingest_items(items, store_path(), lock_timeout=lock_timeout(),
+                              resolved=settings) if items else None
+    # stdout only after the commit: a failed stdout then never hides whether input was stored
+    output.emit_all({"id": None, "status": "invalid", "where": e.where, "error": e.reason}
+                    for e in errors)
+    if result is None:
         output.info("nothing to ingest")
         return
-    result = api.ingest_items(items, store_path(), lock_timeout=lock_timeout(),
-                              resolved=settings)
     output.emit_all(o.as_dict() for o in result.outcomes)
     c = result.counts()
     output.info(f"stored {c['stored']}, duplicate {c['duplicate']}, gated {c['gated']}, "

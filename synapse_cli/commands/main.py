@@ -4,7 +4,6 @@ Each subcommand lives in its own module and only parses, calls one engine functi
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import traceback
@@ -13,7 +12,7 @@ from typing import Optional
 import typer
 
 from .. import __version__
-from . import exits, output
+from . import common, exits, output
 
 app = typer.Typer(
     name="synapse",
@@ -28,7 +27,7 @@ app = typer.Typer(
 
 class Globals:
     store: Optional[str] = None
-    lock_timeout: float = 30.0
+    lock_timeout: Optional[float] = None  # the flag; common.lock_timeout() adds the variable
 
 
 def _version(value: bool) -> None:
@@ -54,27 +53,9 @@ def main(
     ),
 ) -> None:
     Globals.store = store
-    Globals.lock_timeout = _lock_timeout(lock_timeout)
+    Globals.lock_timeout = None if lock_timeout is None else \
+        common.seconds(lock_timeout, "--lock-timeout", usage=True)
     output.Out.quiet = quiet
-
-
-def _lock_timeout(flag: Optional[str]) -> float:
-    """--lock-timeout, else $SYNAPSE_LOCK_TIMEOUT, else 30 s: a finite number >= 0. A bad flag
-    is a usage error (2), a bad variable a configuration error (78), like every setting."""
-    from ..engine.config import ConfigError
-
-    where, text = ("--lock-timeout", flag) if flag is not None else \
-        ("SYNAPSE_LOCK_TIMEOUT", os.environ.get("SYNAPSE_LOCK_TIMEOUT"))
-    if text is None:
-        return 30.0
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{where} = {text!r}: expected a number of seconds >= 0",
-                          usage=flag is not None)
-    return value
 
 
 def _register() -> None:
@@ -169,8 +150,8 @@ def run(argv: list[str] | None = None) -> None:
     except (BrokenPipeError, output.StdoutClosed):
         sys.exit(0)  # `synapse recall ... | head` is not an error
     except output.StdoutFailed as exc:
-        output.error(str(exc), "only the output was lost: what the command changed in the store "
-                               "is committed (`synapse inspect` shows it)")
+        output.error(str(exc), "only the output was lost: commands write it after they commit, "
+                               "so what they changed is in the store (`synapse inspect`)")
         sys.exit(exits.IOERR)
     except Exception as exc:  # noqa: BLE001 - the one place every error is classified
         code = exits.code_for(exc)

@@ -54,7 +54,7 @@ class StdoutClosed(Exception):
 
 class StdoutFailed(Exception):
     """Writing stdout failed (`> /dev/full`): exit 74, saying that only the output is lost
-    (every command commits its change to the store before it prints)."""
+    (every command commits its change to the store before it prints anything on stdout)."""
 
 
 def _write(data: bytes) -> None:

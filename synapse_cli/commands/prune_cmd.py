@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from . import output
-from .common import JSON_OPTION, confirm_destructive, lock_timeout, store_path
+from .common import JSON_OPTION, check_tags, confirm_destructive, lock_timeout, store_path
 from .common import parse_time_option
 from .exits import DATAERR, USAGE, UserError
 
@@ -34,6 +34,18 @@ def _summary(report: dict) -> str:
         parts.append(f"{'purged' if report['purged'] else 'compacted'}: removed "
                      f"{report['removed_records']} records, reclaimed {report['bytes_reclaimed']} bytes")
     return "; ".join(parts) or "nothing to do"
+
+
+def _require_records(w, ids) -> None:
+    """As `mark` and `inspect record`: an id the store does not hold (never, or no longer
+    after --compact) is an error, before anything changes."""
+    for rid in ids:
+        try:
+            w.locate(int(rid))
+        except KeyError:
+            raise UserError(f"no record with id {rid} in this store", code=DATAERR,
+                            hint="nothing was changed; ids are in the output of ingest and "
+                                 "recall, and --compact removes trashed ones for good") from None
 
 
 def prune(
@@ -99,8 +111,7 @@ def prune(
                                       and (hi is None or value <= hi)):
             raise UserError(f"{flag} {value}: expected a number >= {lo:g}"
                             + (f" and <= {hi:g}" if hi is not None else ""), code=USAGE)
-    if any(not t.strip() for t in tags):
-        raise UserError("--tag: empty tag", code=USAGE)
+    check_tags(tags)
     policy = pr.PrunePolicy(decayed_below=decayed, at_ms=parse_time_option(at, "--at"), dormant=dormant,
                             low_utility_below=low_utility, before_ms=parse_time_option(before, "--before"),
                             ids=tuple(ids), tags=tuple(tags), query=query,
@@ -118,18 +129,14 @@ def prune(
     report: dict = {"dry_run": dry_run}
     with StoreWriter.open(store_path(), lock_timeout=lock_timeout()) as w:
         if restore:
+            _require_records(w, restore)
             if dry_run:
                 report["restore"] = sorted(set(restore))
             else:
                 report.update(pr.restore(w, restore))
         else:
+            _require_records(w, ids)
             sel = pr.select(w, policy) if active else pr.Selection()
-            if sel.not_found:  # as `mark` and `inspect record`: a wrong id is an error
-                raise UserError(f"no record with id {sel.not_found[0]} in this store"
-                                + (f" (nor {len(sel.not_found) - 1} more --id)"
-                                   if len(sel.not_found) > 1 else ""), code=DATAERR,
-                                hint="nothing was moved to the trash; ids are in the output of "
-                                     "ingest and recall")
             if active:
                 report.update(sel.as_dict())
             if query is not None and sel.query_matches and output.Out.stderr_is_tty() \

@@ -7,9 +7,9 @@ from typing import List, Optional
 import typer
 
 from . import output
-from .common import store_path
+from .common import check_tags, store_path
 from .common import parse_time_option
-from .exits import DATAERR, NOINPUT, USAGE, UserError
+from .exits import NOINPUT, USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -133,8 +133,7 @@ def recall(
     for t in memory_type:
         if t not in TYPE_BITS:
             raise UserError(f"--type {t!r}: expected one of {', '.join(TYPE_BITS)}", code=USAGE)
-    if any(not t.strip() for t in tag):  # an empty tag would filter nothing, silently
-        raise UserError("--tag: empty tag", code=USAGE)
+    check_tags(tag)
     settings = config.resolve({"recall.mode": mode, "recall.k": k, "gate.tau_gate": tau_gate,
                                "ecphory.cues": cues, "synaptic.propagation": propagation,
                                "verify.verify_threshold": verify_threshold,
@@ -154,7 +153,7 @@ def recall(
             result = r.recall(text, cfg, touch=not no_touch, check=check)
             output.emit(result)
         if r.touch_error:
-            output.warn(f"synapse: answered, but the recall was not recorded ({r.touch_error}); "
+            output.warn(f"synapse: answered, but recording the recall failed ({r.touch_error}); "
                         "--no-touch answers without writing")
 
 
@@ -166,8 +165,6 @@ def _verifier(settings):
 
     try:
         path = api.model_path(settings["extraction.model"])
-    except api.ModelUnusable as exc:
-        raise UserError(str(exc), code=DATAERR) from None
     except api.ModelNotFound as exc:
         raise UserError(str(exc), code=NOINPUT,
                         hint="--verify needs the local model: set SYNAPSE_MODEL or "

@@ -110,7 +110,7 @@ def _checked_duplicate(w: StoreWriter, index_file, index: np.ndarray, i: int,
     try:
         stored = w.body(rid).get("md5", digest.hex())  # a body without one cannot disagree
     except KeyError:
-        stored = None
+        raise ix.mismatch(index_file, i, rid, missing=True) from None
     if stored != digest.hex():
         raise ix.mismatch(index_file, i, rid)
     return rid

@@ -213,9 +213,9 @@ def parse_document(data: bytes, name: str) -> Iterator[Item | InputError]:
     except UnicodeDecodeError as exc:
         yield InputError(f"{name}:byte {exc.start}", "invalid UTF-8")
         return
-    if "\x00" in text:  # as in the other formats: binary, not a document
-        yield InputError(f"{name}:byte {len(text[:text.index(chr(0))].encode())}",
-                         "contains a NUL character")
+    nul = data.find(b"\0")
+    if nul >= 0:  # as in the other formats: binary, not a document
+        yield InputError(f"{name}:byte {nul}", "contains a NUL character")
         return
     for k, (a, b) in enumerate(chunk_document(text)):
         chunk = text[a:b]

@@ -24,7 +24,7 @@ class Recaller:
         self.store = Store.open(self.path)
         self._embedder = embedder
         self._arrays = None
-        self.touch_error: str | None = None  # why the last touch was refused by the OS
+        self.touch_error: str | None = None  # the OS's reason, when a touch failed (any query)
 
     @property
     def embedder(self):

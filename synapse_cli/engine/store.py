@@ -191,6 +191,8 @@ class StoreWriter(Store):
         self._spike_entries: list[np.ndarray] = []
         self._after_commit: list[tuple] = []  # in-place rewrites applied after the next commit
         self._pending = dataclasses.replace(manifest)
+        # (generation, sizes of its files): where a failed transaction began
+        self._sizes_at_commit = (manifest.generation, _file_sizes(path, manifest))
 
     @classmethod
     def open(cls, path: os.PathLike | str, lock_timeout: float = 30.0, create: bool = False,
@@ -227,9 +229,12 @@ class StoreWriter(Store):
             if exc_type is not None:  # a failed transaction (disk full...): drop its bytes now
                 self.close_writers()
                 try:
-                    m = mf.read_manifest(self.path, check_files=False)
-                    _remove_uncommitted_files(self.path, m)
-                    _truncate_uncommitted_tails(self.path, m)
+                    on_disk = mf.read_manifest(self.path, check_files=False)
+                    _remove_uncommitted_files(self.path, on_disk)
+                    # Only if no commit happened since the sizes were taken: a compaction or a
+                    # migration commits its own manifest, and its files are not to be cut.
+                    if on_disk.generation == self._sizes_at_commit[0] and not on_disk.migration:
+                        _truncate_to(self.path, self._sizes_at_commit[1])
                 except (OSError, StoreError):
                     pass
         finally:
@@ -420,6 +425,7 @@ class StoreWriter(Store):
             self._spike_entries = []
         m = m.next_generation()
         mf.write_manifest(self.path, m)
+        self._sizes_at_commit = (m.generation, _file_sizes(self.path, m))
         dropped = mf.named_files(self.manifest) - mf.named_files(m)  # e.g. a rewritten spike log
         self.manifest = self._pending = m
         for name in dropped:
@@ -564,16 +570,25 @@ def _remove_uncommitted_files(path: Path, m: mf.Manifest) -> None:
         fsync_dir(path)
 
 
-def _truncate_uncommitted_tails(path: Path, m: mf.Manifest) -> None:
-    """Cut what a failed transaction appended past the committed length of each file, so that
-    a full disk gets its space back now, not at the next write. Readers never read past the
-    committed lengths; mid-migration the lengths are ambiguous, so nothing is cut then."""
-    if m.migration:
-        return
-    for name, committed in mf.committed_lengths(m):
+def _file_sizes(path: Path, m: mf.Manifest) -> dict[str, int]:
+    """Sizes of the files manifest `m` names, as they are now."""
+    out = {}
+    for name in mf.named_files(m):
+        try:
+            out[name] = os.stat(path / name).st_size
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def _truncate_to(path: Path, sizes: dict[str, int]) -> None:
+    """Cut what a failed transaction appended to each file back to its size at the last commit
+    (or at open), so that a full disk gets its space back now, not at the next write. Only
+    bytes written since then go: nothing committed, whatever the manifest's lengths say."""
+    for name, size in sizes.items():
         p = path / name
-        if committed > 0 and p.exists() and p.stat().st_size > committed:
-            os.truncate(p, committed)
+        if p.exists() and p.stat().st_size > size:
+            os.truncate(p, size)
 
 
 __all__ = ["Store", "StoreWriter", "NewMemory", "InvalidRecord", "array_to_headers"]

@@ -158,12 +158,14 @@ def _check_ingest_md5(store: Path, m: mf.Manifest, entries: np.ndarray) -> None:
     keeps in its body): CRCs alone do not catch an index copied from another store."""
     md5 = {}
     with PayloadReader(store / m.payload.file, m.payload.bytes) as payload:
-        for e in payload.entries():  # the last entry of a record is its current body
+        # A record may have older entries (rewritten bodies); all keep the same `md5`, since a
+        # record's text never changes, so whichever is read last will do.
+        for e in payload.entries():
             md5[e.record_id] = e.body.get("md5", "")
     for i, (digest, rid) in enumerate(zip(entries["md5"], entries["record_id"].tolist())):
         stored = md5.get(rid)  # None: no such record; "": a body that keeps no MD5
         if stored is None or (stored and stored != bytes(digest).hex()):
-            raise ingest_index.mismatch(store / m.ingest["file"], i, rid)
+            raise ingest_index.mismatch(store / m.ingest["file"], i, rid, missing=stored is None)
 
 
 def _check_indexes(store: Path, m: mf.Manifest, report: Report, payload_ok: bool) -> None:
