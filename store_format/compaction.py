@@ -138,6 +138,7 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
     payload_name = mf.generation_name(mf.PAYLOAD_NAME, gen)
     pointers: list[np.ndarray] = []  # per segment: (k, 2) u64 new (offset, length)
     rewritten = 0
+    ingested: dict[int, tuple] = {}  # record id -> (md5 hex, session, source) from its body
     with PayloadReader(store / m.payload.file, m.payload.bytes) as old:
         chunks, pos = [pack_file_header()], len(pack_file_header())
         for r, rows in zip(readers, kept_parts):
@@ -146,6 +147,8 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
                 rid = int(r.ids[row])
                 off, length = int(r.payload_offsets[row]), int(r.payload_lengths[row])
                 body = old.read(off, length, rid)  # checks CRC, length and owner
+                if isinstance(body.get("md5"), str):  # an ingested record: its index entry
+                    ingested[rid] = (body["md5"], body.get("session"), body.get("source"))
                 new = transform_body(rid, body) if transform_body is not None else None
                 if new is not None and new != body:
                     blob = pack_entry(rid, new)
@@ -214,11 +217,13 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
         csr_name = mf.generation_name(mf.CSR_NAME, gen)
         gf.CSRSnapshot(graph, 0).write(store / csr_name)
 
-    # 4. ingest-G.idx: the entries of kept records.
+    # 4. ingest-G.idx: rebuilt from the kept records' bodies (section 12), which is what the
+    # old index held for a healthy store, and repairs one copied from another store.
     ingest = None
     if m.ingest is not None:
-        entries = ix.read(store / m.ingest["file"], m.ingest["entries"])
-        entries = entries[np.isin(entries["record_id"], kept_ids)]
+        rids = sorted(ingested)
+        entries = ix.make_entries([bytes.fromhex(ingested[r][0]) for r in rids], rids,
+                                  [ix.session_key(*ingested[r][1:]) for r in rids])
         ingest_name = mf.generation_name(mf.INGEST_NAME, gen)
         _write_file(store / ingest_name, [ix._file_header(), entries.tobytes()])
         ingest = {"file": ingest_name, "entries": len(entries)}

@@ -233,6 +233,14 @@ def test_an_ingest_index_from_another_store_is_caught_not_used_to_drop_input(tmp
     r = ingest(store, foreign)
     assert "ingest.idx" in assert_clean_failure(r, 65)[0]
     assert len(Store.open(store).ids) == 5  # nothing stored, nothing dropped as "duplicate"
+    # compaction rebuilds the index from the records' bodies: then both inputs behave
+    assert run_cli(["prune", "--compact", "--yes"], store).returncode == 0
+    assert verify(store).ok
+    outcomes = [json.loads(x)["status"] for x in ingest(store, foreign).stdout.splitlines()]
+    assert outcomes == ["stored"] * 8
+    own = b"".join(b'{"text": "own note %d"}\n' % i for i in range(5))
+    outcomes = [json.loads(x)["status"] for x in ingest(store, own).stdout.splitlines()]
+    assert outcomes == ["duplicate"] * 5
 
 
 @pytest.mark.parametrize("what", ["text", "directory", "bad-gguf"])

@@ -8,6 +8,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,8 +32,8 @@ from synapse_cli.engine.verify import verify
 from synapse_cli.models.bm25 import BM25Index
 from synapse_cli.models.fake import FakeEmbedder
 
-from conftest import (Mem, build_store, dir_digest, run_cli, segment_limit, spawn_python,
-                      start_cli)
+from conftest import (SYNAPSE, Mem, build_store, cli_env, dir_digest, run_cli, segment_limit,
+                      spawn_python, start_cli)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakes_extractor import FakeExtractor  # noqa: E402
@@ -486,3 +487,19 @@ def test_compaction_survives_kill_9(tmp_path):
         assert not stray and not any(n.endswith(".tmp") for n in os.listdir(p))
         shutil.rmtree(p)
     assert outcomes["old"] and outcomes["new"], outcomes  # kills landed before and after
+
+
+def test_compaction_rebuilds_the_same_ingest_index_from_the_bodies(tmp_path):
+    """The rebuilt index (FORMAT.md 14.2) holds what ingest wrote: same MD5s, ids and session
+    keys, for the records compaction keeps."""
+    p = tmp_path / "store"
+    lines = "".join(json.dumps({"text": f"note {i}", "session": f"s{i % 3}"}) + "\n"
+                    for i in range(30)).encode()
+    assert subprocess.run([str(SYNAPSE), "ingest"], input=lines, capture_output=True,
+                          env=cli_env(p, HF_HUB_OFFLINE="1"), timeout=300).returncode == 0
+    m = mf.read_manifest(p)
+    before = ix.read(p / m.ingest["file"], m.ingest["entries"])
+    assert run_cli(["prune", "--id", "7", "--compact", "--yes"], p).returncode == 0
+    m = mf.read_manifest(p)
+    after = ix.read(p / m.ingest["file"], m.ingest["entries"])
+    assert np.array_equal(after, before[before["record_id"] != 7])
