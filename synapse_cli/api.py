@@ -16,6 +16,7 @@ Errors are exceptions: `InputError` (a bad item), `ConfigError`, `ModelNotFound`
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Iterable
@@ -38,7 +39,8 @@ def settings(**overrides) -> config.Settings:
     """Effective settings, with `overrides` (setting keys) in the place of flags."""
     unknown = set(overrides) - set(_BY_KEY)
     if unknown:
-        raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}", usage=True,
+                          hint="`synapse config` lists every setting")
     return config.resolve({_BY_KEY[k]: v for k, v in overrides.items()})
 
 
@@ -77,13 +79,13 @@ def ingest(items: Iterable, store=None, **kwargs) -> list[dict]:
 
     One transaction: an invalid item raises `InputError` and nothing is stored. Returns one
     `{"id", "status", "where", "utility"}` per item (status stored, duplicate or gated)."""
-    from .engine.inputs import Item, item_from_object
+    from .engine.inputs import item_from_object
 
-    parsed = []
-    for n, obj in enumerate(items, 1):
-        where = f"item {n}"
-        parsed.append(Item(text=obj, where=where) if isinstance(obj, str)
-                      else item_from_object(obj, where))
+    if isinstance(items, (str, bytes)):  # iterating it would store one record per character
+        raise TypeError("items must be a list of strings or dicts, not a single string")
+    # a plain string is {"text": ...}: the same checks as the CLI's input (empty, NUL, length)
+    parsed = [item_from_object({"text": obj} if isinstance(obj, str) else obj, f"item {n}")
+              for n, obj in enumerate(items, 1)]
     if not parsed:
         return []
     result = ingest_items(parsed, store, **kwargs)
@@ -158,6 +160,10 @@ def recall(query: str, store=None, *, touch: bool = True, embedder=None, **kwarg
     from .engine.recall import RecallConfig
 
     overrides, rest = _split(kwargs)
+    unknown = set(rest) - {f.name for f in dataclasses.fields(RecallConfig)}
+    if unknown:
+        raise ConfigError(f"unknown setting(s) or option(s): {', '.join(sorted(unknown))}",
+                          usage=True, hint="`synapse config` lists every setting")
     cfg = RecallConfig(**{**settings(**overrides).kwargs("recall"), **rest})
     with Recaller(resolve_store(store), embedder=embedder) as r:
         return r.recall(query, cfg, touch=touch)

@@ -378,3 +378,57 @@ def test_recall_verify_with_a_model_llama_cpp_cannot_load_is_one_line(tmp_path):
     model.write_bytes(b"GGUF" + os.urandom(4096))
     r = run_cli(["recall", "hiking", "--verify", "--no-gate"], store, env={"SYNAPSE_MODEL": model})
     assert str(model) in assert_clean_failure(r, 65)[0]
+
+
+def test_the_python_api_checks_items_as_the_cli_does(tmp_path):
+    from synapse_cli import api
+
+    store = tmp_path / "store"
+    for items in (["   "], ["a" * 200_000], ["nul\x00byte"], [""], ["\ud800 x"]):
+        with pytest.raises(api.InputError):
+            api.ingest(items, store=store)
+    with pytest.raises(TypeError):  # a bare string is not a list of one-character items
+        api.ingest("just a string", store=store)
+    assert not (store / "MANIFEST").exists()
+    assert api.ingest(["a fine note"], store=store)[0]["status"] == "stored"
+    for call in (lambda: api.recall("x", store=store, kk=3), lambda: api.settings(kk=1)):
+        with pytest.raises(api.ConfigError):
+            call()
+
+
+def test_bm25_mode_returns_an_exact_match_in_a_small_store(tmp_path):
+    """rank-bm25's IDF is negative for a term in most records; a match still counts."""
+    store = tmp_path / "store"
+    lines = b"deploy the payment server\ndeploy the payment server tonight\n"
+    assert ingest(store, lines, "--format", "text").returncode == 0
+    for mode in ("bm25", "hybrid"):
+        r = run_cli(["recall", "payment", "--mode", mode, "--no-touch"], store)
+        out = json.loads(r.stdout)
+        assert not out["rejected"] and len(out["results"]) == 2, (mode, out)
+    out = json.loads(run_cli(["recall", "zebra", "--mode", "bm25"], store).stdout)
+    assert out["rejected"] and out["results"] == []
+
+
+def test_input_details_a_shell_user_meets(tmp_path):
+    store = tmp_path / "store"
+    # "~" in SYNAPSE_HOME, as cron and .env files pass it, is the home directory
+    home = tmp_path / "home"
+    r = subprocess.run([str(SYNAPSE), "ingest"], input=b'{"text": "tilde"}\n', cwd=tmp_path,
+                       capture_output=True, env=cli_env(None, SYNAPSE_HOME="~/st", HOME=home,
+                                                        HF_HUB_OFFLINE="1"), timeout=120)
+    assert r.returncode == 0 and (home / "st" / "MANIFEST").exists() and not (tmp_path / "~").exists()
+    # a UTF-8 byte-order mark is not part of the text: the same line without it is a duplicate
+    assert ingest(store, b"\xef\xbb\xbfbom line\n", "--format", "text").returncode == 0
+    r = ingest(store, b"bom line\n", "--format", "text")
+    assert json.loads(r.stdout)["status"] == "duplicate"
+    # an empty query, and epoch seconds where milliseconds are expected
+    assert "empty query" in assert_clean_failure(run_cli(["recall", " "], store), 2)[0]
+    r = ingest(store, b'{"text": "x", "timestamp": 1774742400}\n')
+    assert "epoch seconds" in assert_clean_failure(r, 65)[0]
+    # a bad embedding-model directory in the environment is a setting's error
+    r = run_cli(["recall", "x"], store, env={"SYNAPSE_EMBED_MODEL_DIR": tmp_path / "none"})
+    assert "SYNAPSE_EMBED_MODEL_DIR" in assert_clean_failure(r, 78)[0]
+    # a record in the trash cannot be pinned: compaction would delete it anyway
+    assert run_cli(["prune", "--id", "1", "--yes"], store).returncode == 0
+    r = run_cli(["mark", "1", "--pin"], store)
+    assert "in the trash" in assert_clean_failure(r, 65)[0]

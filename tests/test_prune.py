@@ -311,6 +311,8 @@ def test_purge_leaves_no_byte_of_the_record_in_any_file(tmp_path):
         from_secret = [n for n in nodes_before if secret_id in s.body(n).get("sources", [])]
     assert from_secret  # the fake extractor made nodes out of the secret's names
     assert any(b"qwxzylophant" in data for data in all_files_bytes(p).values())
+    # a pin does not keep a node that may quote the forgotten text; the purge says so
+    assert run_cli(["mark", str(from_secret[0]), "--pin"], p).returncode == 0
 
     before = dir_digest(p)
     r = run_cli(["prune", "--query", "where is the qwxzylophant key hidden", "--min-similarity",
@@ -324,6 +326,7 @@ def test_purge_leaves_no_byte_of_the_record_in_any_file(tmp_path):
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["selected"] == [secret_id] and rep["purged"] is True
+    assert rep["pinned_derived_nodes"] == [from_secret[0]] and "pinned" in r.stderr
     assert secret_id in rep["removed_ids"]
     files = all_files_bytes(p)
     for needle in (SECRET.encode(), b"qwxzylophant", b"flowerpot", qvec):

@@ -45,12 +45,15 @@ def code_for(exc: BaseException) -> int:
     from store_format import errors as e
 
     from ..engine.config import ConfigError
+    from ..models.embedder import ModelDirSetting
     from ..models.extractor import ModelUnusable
 
     if isinstance(exc, UserError):
         return exc.code
     if isinstance(exc, ModelUnusable):  # raised when the model loads, possibly mid-command
         return DATAERR
+    if isinstance(exc, ModelDirSetting):
+        return CONFIG
     if isinstance(exc, ConfigError):
         return USAGE if exc.usage else CONFIG
     if isinstance(exc, e.LockTimeout):

@@ -55,8 +55,8 @@ def _description(cmd) -> tuple[list[str], list[str]]:
     desc, examples = [], []
     for para in (cmd.help or "").split("\n\n"):
         para = " ".join(para.split())
-        if para.startswith("Example:"):
-            examples.append(para[len("Example:"):].strip())
+        if para.startswith("Example:"):  # one or more, each starting with "Example:"
+            examples += [e.strip() for e in para.split("Example:") if e.strip()]
         elif para:
             desc.append(para)
     return desc, examples

@@ -48,6 +48,10 @@ def mark(
         except KeyError as exc:
             raise UserError(f"no record with id {exc.args[0]} in this store", code=DATAERR,
                             hint="ids are in the output of ingest and recall") from None
+        except pr.InTrash as exc:
+            raise UserError(f"record {exc.args[0]} is in the trash; a pin would not keep it "
+                            "from --compact", code=DATAERR,
+                            hint=f"synapse prune --restore {exc.args[0]} first") from None
     if json or not output.Out.stdout_is_tty():
         output.emit_all(rows)
     else:

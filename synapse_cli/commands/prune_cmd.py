@@ -164,6 +164,10 @@ def prune(
                     confirm_destructive(" and ".join(what), yes)
                 report.update(pr.prune(w, policy, compact_after=compact, purge=purge,
                                        selection=sel))
+    if report.get("pinned_derived_nodes"):
+        output.warn(f"synapse: purge removed {len(report['pinned_derived_nodes'])} pinned "
+                    "semantic node(s) derived from the purged records (they may quote them): "
+                    + " ".join(map(str, report["pinned_derived_nodes"])))
     if json or not output.Out.stdout_is_tty():
         output.emit(report)
     else:

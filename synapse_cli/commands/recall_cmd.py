@@ -21,6 +21,8 @@ def _queries(query: Optional[str]) -> list[tuple[str, str]]:
     import orjson
 
     if query is not None and query != "-":
+        if not query.strip():
+            raise UserError("empty query", code=USAGE)
         return [("argument", query)]
     out = []
     for n, raw in enumerate(sys.stdin.buffer.read().splitlines(), 1):
@@ -34,7 +36,7 @@ def _queries(query: Optional[str]) -> list[tuple[str, str]]:
                 raise UserError(f"-:{n}: invalid JSON") from None
             text = obj.get("query") if isinstance(obj, dict) else None
             if not isinstance(text, str) or not text.strip():
-                raise UserError(f"-:{n}: expected an object with a string `query`")
+                raise UserError(f"-:{n}: expected an object with a non-empty string `query`")
             if len(obj) > 1:  # `{"query": ..., "k": 3}` must not look as if k were used
                 extra = ", ".join(sorted(k for k in obj if k != "query"))
                 raise UserError(f"-:{n}: unknown field(s) {extra}: a query line holds only "

@@ -64,6 +64,9 @@ def parse_timestamp(value, where: str) -> int:
     if isinstance(value, (int, float)):
         if not math.isfinite(value) or not 0 <= value < 2**53:
             raise InputError(where, f"timestamp {value!r} is not a valid epoch-ms value")
+        if 0 < value < 100_000_000_000:  # before 1973 in ms, but 1973-5138 in seconds
+            raise InputError(where, f"timestamp {value!r} looks like epoch seconds; epoch "
+                                    f"milliseconds ({int(value) * 1000}) or ISO 8601 expected")
         return int(value)
     if isinstance(value, str):
         try:
@@ -85,6 +88,10 @@ def _text(value, where: str, name: str = "text") -> str:
         raise InputError(where, f"`{name}` must be a string")
     if "\x00" in value:
         raise InputError(where, f"`{name}` contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (reachable from the Python API)
+        raise InputError(where, f"`{name}` is not valid Unicode (a lone surrogate)") from None
     return value
 
 
@@ -173,9 +180,14 @@ def parse_ndjson(lines: Iterable[bytes], name: str) -> Iterator[Item | InputErro
             yield exc
 
 
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark some editors write: not part of the text
+
+
 def parse_text(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]:
     for n, raw in enumerate(lines, 1):
         where = f"{name}:{n}"
+        if n == 1 and raw.startswith(BOM):
+            raw = raw[len(BOM):]
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
@@ -208,6 +220,8 @@ def chunk_document(text: str, size: int = CHUNK, overlap: int = OVERLAP) -> list
 
 
 def parse_document(data: bytes, name: str) -> Iterator[Item | InputError]:
+    if data.startswith(BOM):
+        data = data[len(BOM):]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

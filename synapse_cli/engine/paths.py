@@ -14,7 +14,7 @@ def default_store() -> Path:
 
             raise ConfigError("SYNAPSE_HOME is set but empty",
                               hint="unset it to use the default store, or name a directory")
-        return Path(home)
+        return Path(home).expanduser()  # cron, systemd and .env files pass "~" unexpanded
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "synapse"
 
@@ -27,7 +27,7 @@ def resolve_store(flag: str | os.PathLike | None) -> Path:
 
         raise ConfigError("--store: empty path", usage=True,
                           hint="leave --store out to use $SYNAPSE_HOME or the default store")
-    return Path(flag)
+    return Path(flag).expanduser()
 
 
 def config_file() -> Path:

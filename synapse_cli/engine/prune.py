@@ -235,6 +235,10 @@ def restore(w: StoreWriter, ids) -> dict:
             "not_found": missing}
 
 
+class InTrash(ValueError):
+    """Pinning a record in the trash: compaction would delete it all the same."""
+
+
 def mark(w: StoreWriter, ids, pin: bool | None = None, resolve: bool | None = None,
          restore_dormant: bool = False) -> list[dict]:
     """Pin/unpin and resolve/unresolve records, and bring dormant (archived) nodes back into
@@ -244,6 +248,8 @@ def mark(w: StoreWriter, ids, pin: bool | None = None, resolve: bool | None = No
     ids = list(dict.fromkeys(int(i) for i in ids))
     for rid in ids:
         w.locate(rid)  # KeyError for an unknown id, before any write
+        if pin and fl.is_tombstone(w.header(rid).flags):
+            raise InTrash(rid)
     updates = {}
     for rid in ids:
         f = w.header(rid).flags  # a checked read
@@ -312,12 +318,15 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
     t0 = time.perf_counter()
     before = store_bytes(w.path)
     derived: list[int] = []
+    pinned_derived: list[int] = []
     requeue: list[int] = []
     transform = None
     if purge:
         t = Table.of(w)
         removed = set(t.ids[fl.is_tombstone(t.flags)].tolist())
         derived, requeue = _derived_nodes(w, removed)
+        # Forgetting wins over a pin: a derived node may quote the purged text. Said, not silent.
+        pinned_derived = [rid for rid in derived if fl.is_pinned(w.header(rid).flags)]
         if derived:
             trash(w, derived)
             removed |= set(derived)
@@ -351,6 +360,7 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
     after = store_bytes(w.path)
     return {"compacted": True, "purged": purge, "removed_records": len(res.removed_ids),
             "removed_ids": [int(x) for x in res.removed_ids], "derived_nodes": derived,
+            "pinned_derived_nodes": pinned_derived,
             "requeued_for_consolidation": requeue,
             "kept_records": res.kept, "rewritten_bodies": res.rewritten_bodies,
             "deleted_files": res.deleted_files + scrubbed, "bytes_before": before,

