@@ -78,6 +78,14 @@ def _read_segments(store: Path, m: mf.Manifest) -> list[sg.SegmentReader]:
     return readers
 
 
+def _index_fields(body: dict) -> bool:
+    """The body of an ingested record, with fields an index entry can be made of (section 12);
+    a body written by someone else that lacks them gets no entry rather than a crash."""
+    md5, ses, src = body.get("md5"), body.get("session"), body.get("source")
+    return (isinstance(md5, str) and len(md5) == 32 and all(c in "0123456789abcdef" for c in md5)
+            and all(v is None or isinstance(v, str) for v in (ses, src)))
+
+
 def compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = None,
             rewriters: Iterable[Rewriter] = ()) -> CompactionResult:
     """Rewrite the store without its tombstoned records and commit; see `_compact`.
@@ -147,7 +155,7 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
                 rid = int(r.ids[row])
                 off, length = int(r.payload_offsets[row]), int(r.payload_lengths[row])
                 body = old.read(off, length, rid)  # checks CRC, length and owner
-                if isinstance(body.get("md5"), str):  # an ingested record: its index entry
+                if _index_fields(body):  # an ingested record: its index entry
                     ingested[rid] = (body["md5"], body.get("session"), body.get("source"))
                 new = transform_body(rid, body) if transform_body is not None else None
                 if new is not None and new != body:

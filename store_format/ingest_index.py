@@ -65,8 +65,8 @@ def mismatch(path, i: int, record_id: int, missing: bool = False) -> InvalidReco
     MD5: the index belongs to another store, or was damaged consistently with its CRCs."""
     what = "which the store does not hold" if missing else "whose text has another MD5"
     return InvalidRecord(f"ingest index entry {i} names record {record_id}, {what} (a foreign "
-                         "or stale index; `synapse prune --compact` rebuilds it)", str(path),
-                         entry_offset(i))
+                         "or stale index; `synapse prune --compact` rebuilds it, and empties "
+                         "the trash)", str(path), entry_offset(i))
 
 
 def append(path, committed: int, entries: np.ndarray) -> int:

@@ -81,8 +81,9 @@ def ingest(items: Iterable, store=None, **kwargs) -> list[dict]:
     `{"id", "status", "where", "utility"}` per item (status stored, duplicate or gated)."""
     from .engine.inputs import item_from_object
 
-    if isinstance(items, (str, bytes)):  # iterating it would store one record per character
-        raise TypeError("items must be a list of strings or dicts, not a single string")
+    if isinstance(items, (str, bytes, dict)):  # iterating one would store its characters/keys
+        raise TypeError("items must be a list of strings or dicts, not a single "
+                        + ("dict" if isinstance(items, dict) else "string"))
     # a plain string is {"text": ...}: the same checks as the CLI's input (empty, NUL, length)
     parsed = [item_from_object({"text": obj} if isinstance(obj, str) else obj, f"item {n}")
               for n, obj in enumerate(items, 1)]
@@ -159,6 +160,8 @@ def recall(query: str, store=None, *, touch: bool = True, embedder=None, **kwarg
     `RecallConfig` fields (`explain`, `types`, `tags`, `since_ms`, `until_ms`)."""
     from .engine.recall import RecallConfig
 
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("query", "empty query")
     overrides, rest = _split(kwargs)
     unknown = set(rest) - {f.name for f in dataclasses.fields(RecallConfig)}
     if unknown:

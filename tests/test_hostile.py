@@ -387,13 +387,16 @@ def test_the_python_api_checks_items_as_the_cli_does(tmp_path):
     for items in (["   "], ["a" * 200_000], ["nul\x00byte"], [""], ["\ud800 x"]):
         with pytest.raises(api.InputError):
             api.ingest(items, store=store)
-    with pytest.raises(TypeError):  # a bare string is not a list of one-character items
-        api.ingest("just a string", store=store)
+    for single in ("just a string", {"text": "one dict"}):  # not a list of characters or keys
+        with pytest.raises(TypeError):
+            api.ingest(single, store=store)
     assert not (store / "MANIFEST").exists()
     assert api.ingest(["a fine note"], store=store)[0]["status"] == "stored"
     for call in (lambda: api.recall("x", store=store, kk=3), lambda: api.settings(kk=1)):
         with pytest.raises(api.ConfigError):
             call()
+    with pytest.raises(api.InputError):
+        api.recall("   ", store=store)
 
 
 def test_bm25_mode_returns_an_exact_match_in_a_small_store(tmp_path):

@@ -68,6 +68,9 @@ def parse_time_option(value: str | None, flag: str) -> int | None:
         return None
     from ..engine.inputs import InputError, parse_timestamp
 
+    if value.isdigit() and len(value) <= 8:  # "2024", "20240101": a date, not epoch ms
+        raise UserError(f"{flag} {value}: write a date as ISO 8601 (2024-01-01), a time as "
+                        "epoch milliseconds", code=USAGE)
     try:
         return parse_timestamp(int(value) if value.isdigit() else value, flag)
     except InputError as exc:

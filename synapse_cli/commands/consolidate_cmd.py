@@ -46,7 +46,7 @@ def consolidate(
     not on a terminal; --json prints a summary object. Exit 75 when another writer holds the
     lock (--lock-timeout) or --max-seconds left work undone.
 
-    Example (cron): synapse consolidate --max-seconds 300
+    Example: synapse consolidate --max-seconds 300
     """
     from .. import api
 

@@ -186,12 +186,12 @@ BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark some editors write: not part of
 def parse_text(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]:
     for n, raw in enumerate(lines, 1):
         where = f"{name}:{n}"
-        if n == 1 and raw.startswith(BOM):
-            raw = raw[len(BOM):]
+        shift = len(BOM) if n == 1 and raw.startswith(BOM) else 0
+        raw = raw[shift:]
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
-            yield InputError(where, f"invalid UTF-8 at byte {exc.start}")
+            yield InputError(where, f"invalid UTF-8 at byte {exc.start + shift}")
             continue
         if not line.strip():
             continue
@@ -220,16 +220,16 @@ def chunk_document(text: str, size: int = CHUNK, overlap: int = OVERLAP) -> list
 
 
 def parse_document(data: bytes, name: str) -> Iterator[Item | InputError]:
-    if data.startswith(BOM):
-        data = data[len(BOM):]
+    shift = len(BOM) if data.startswith(BOM) else 0  # chunk offsets index the text after it
+    data = data[shift:]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        yield InputError(f"{name}:byte {exc.start}", "invalid UTF-8")
+        yield InputError(f"{name}:byte {exc.start + shift}", "invalid UTF-8")
         return
     nul = data.find(b"\0")
     if nul >= 0:  # as in the other formats: binary, not a document
-        yield InputError(f"{name}:byte {nul}", "contains a NUL character")
+        yield InputError(f"{name}:byte {nul + shift}", "contains a NUL character")
         return
     for k, (a, b) in enumerate(chunk_document(text)):
         chunk = text[a:b]
