@@ -78,10 +78,8 @@ def test_usage_errors_exit_2(small_store):
     results = _finish([start_cli(a, small_store.path) for a in USAGE_ERRORS])
     for args, r in zip(USAGE_ERRORS, results):
         desc = (args, r.returncode, r.stderr)
-        assert r.returncode == 2, desc
-        assert "Traceback" not in r.stderr and r.stdout == "", desc
-        assert re.search(r"error", r.stderr, re.I), desc
-        assert len(r.stderr.strip().splitlines()) <= 5, desc
+        assert r.stdout == "", desc
+        assert_clean_failure(r, 2)  # one `synapse: error:` line and a hint, as every error
 
 
 def test_unknown_store_exits_66(tmp_path):

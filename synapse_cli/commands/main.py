@@ -138,10 +138,11 @@ def run(argv: list[str] | None = None) -> None:
         output.error("aborted")
         sys.exit(exits.INTERRUPTED)
     except click_types as exc:
-        if hasattr(exc, "show"):
-            exc.show()
-        else:
-            output.error(str(exc))
+        # One line like every other error (README, Exit codes), not click's usage block.
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "synapse"
+        output.error(" ".join(message.split()), f"`{where} --help` shows the usage")
         code = getattr(exc, "exit_code", exits.USAGE)  # a UsageError's is 2 (exits.USAGE)
         sys.exit(code if isinstance(code, int) and code > 0 else exits.USAGE)
     except KeyboardInterrupt:
