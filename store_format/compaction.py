@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -78,11 +79,14 @@ def _read_segments(store: Path, m: mf.Manifest) -> list[sg.SegmentReader]:
     return readers
 
 
+_MD5_HEX = re.compile(r"[0-9a-f]{32}")
+
+
 def _index_fields(body: dict) -> bool:
     """The body of an ingested record, with fields an index entry can be made of (section 12);
     a body written by someone else that lacks them gets no entry rather than a crash."""
     md5, ses, src = body.get("md5"), body.get("session"), body.get("source")
-    return (isinstance(md5, str) and len(md5) == 32 and all(c in "0123456789abcdef" for c in md5)
+    return (isinstance(md5, str) and _MD5_HEX.fullmatch(md5) is not None
             and all(v is None or isinstance(v, str) for v in (ses, src)))
 
 

@@ -53,6 +53,10 @@ class StoreNotFound(StoreError):
     """No store at the given path."""
 
 
+class NotAStoreDirectory(StoreNotFound):
+    """The store path is a file or a dangling or looping symlink, not a directory."""
+
+
 class UnsafeStore(StoreError):
     """A store that must not be used: symlinks planted inside, wrong owner, foreign files."""
 

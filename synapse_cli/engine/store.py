@@ -17,8 +17,8 @@ from store_format import graph_files as gf
 from store_format import manifest as mf
 from store_format import migration, segments as sg, spikes
 from store_format.errors import (ChecksumMismatch, CorruptStore, InvalidRecord, StoreError,
-                                 StoreIOError, StoreNotFound)
-from store_format.fileio import DIR_MODE, fsync_dir
+                                 NotAStoreDirectory, StoreIOError, StoreNotFound)
+from store_format.fileio import DIR_MODE, file_sizes, fsync_dir
 from store_format.headers import Header, array_to_headers
 from store_format.lock import WriterLock
 from store_format.payload import PayloadReader, PayloadWriter, create_payload_log
@@ -200,7 +200,7 @@ class StoreWriter(Store):
              header_version: int = 3) -> "StoreWriter":
         path = Path(path)
         if os.path.lexists(path) and not path.is_dir():  # a file, a dangling or looping link
-            raise StoreNotFound("not a directory, so not a store", str(path))
+            raise NotAStoreDirectory("not a directory, so not a store", str(path))
         if not path.exists():
             if not create:
                 raise StoreNotFound("no store here", str(path))
@@ -572,13 +572,8 @@ def _remove_uncommitted_files(path: Path, m: mf.Manifest) -> None:
 
 def _file_sizes(path: Path, m: mf.Manifest) -> dict[str, int]:
     """Sizes of the files manifest `m` names, as they are now."""
-    out = {}
-    for name in mf.named_files(m):
-        try:
-            out[name] = os.stat(path / name).st_size
-        except FileNotFoundError:
-            pass
-    return out
+    named = mf.named_files(m)
+    return {name: size for name, size in file_sizes(path).items() if name in named}
 
 
 def _truncate_to(path: Path, sizes: dict[str, int]) -> None:

@@ -16,7 +16,7 @@ from store_format import dormancy, ingest_index, spikes
 from store_format import manifest as mf
 from store_format import segments as sg
 from store_format.errors import StoreError, StoreNotFound, UnsafeStore
-from store_format.payload import PayloadReader, verify_payload
+from store_format.payload import PayloadReader
 
 
 @dataclass
@@ -90,12 +90,21 @@ def _verify(store_dir) -> Report:
         return report  # nothing else can be located without a manifest
     report.checked["manifest_generation"] = m.generation
 
-    payload_ok = True
+    # One pass over the payload: every entry validated (verify_payload's walk), and the `md5`
+    # each body keeps ("" for none) kept for the ingest index check. A record may have older
+    # entries (rewritten bodies); all keep the same `md5`, since its text never changes.
+    md5: dict[int, str] | None = {}
     try:
-        report.checked["payload_entries"] = verify_payload(store / m.payload.file, m.payload.bytes)
+        n = 0
+        with PayloadReader(store / m.payload.file, m.payload.bytes) as payload:
+            for e in payload.entries():
+                n += 1
+                md5[e.record_id] = e.body.get("md5", "")
+        report.checked["payload_entries"] = n
     except StoreError as exc:
         report.problems.append(_problem(exc, m.payload.file))
-        payload_ok = False
+        md5 = None
+    payload_ok = md5 is not None
 
     # A damaged segment hides its record ids: then the edge-endpoint check below would blame
     # the (healthy) edge log, so it only runs when every segment verified.
@@ -149,26 +158,22 @@ def _verify(store_dir) -> Report:
         problem = _problem(exc, m.graph.log)
         if log_problem is None or problem.file != log_problem.file:  # not the same one twice
             report.problems.append(problem)
-    _check_indexes(store, m, report, payload_ok)
+    _check_indexes(store, m, report, md5)
     return report
 
 
-def _check_ingest_md5(store: Path, m: mf.Manifest, entries: np.ndarray) -> None:
+def _check_ingest_md5(store: Path, m: mf.Manifest, entries: np.ndarray,
+                      md5: dict[int, str]) -> None:
     """Each index entry's MD5 must be that of its record's text (the `md5` an ingested record
     keeps in its body): CRCs alone do not catch an index copied from another store."""
-    md5 = {}
-    with PayloadReader(store / m.payload.file, m.payload.bytes) as payload:
-        # A record may have older entries (rewritten bodies); all keep the same `md5`, since a
-        # record's text never changes, so whichever is read last will do.
-        for e in payload.entries():
-            md5[e.record_id] = e.body.get("md5", "")
     for i, (digest, rid) in enumerate(zip(entries["md5"], entries["record_id"].tolist())):
         stored = md5.get(rid)  # None: no such record; "": a body that keeps no MD5
         if stored is None or (stored and stored != bytes(digest).hex()):
             raise ingest_index.mismatch(store / m.ingest["file"], i, rid, missing=stored is None)
 
 
-def _check_indexes(store: Path, m: mf.Manifest, report: Report, payload_ok: bool) -> None:
+def _check_indexes(store: Path, m: mf.Manifest, report: Report,
+                   md5: dict[int, str] | None) -> None:
     """The BM25 files (FORMAT.md 11.3), the ingest index (12), the spike log (15) and the
     dormancy state (16)."""
     if m.bm25 is not None:
@@ -185,8 +190,8 @@ def _check_indexes(store: Path, m: mf.Manifest, report: Report, payload_ok: bool
         try:
             entries = ingest_index.read(store / m.ingest["file"], m.ingest["entries"])
             report.checked["ingest_entries"] = len(entries)
-            if payload_ok:
-                _check_ingest_md5(store, m, entries)
+            if md5 is not None:  # else the payload's damage is reported already
+                _check_ingest_md5(store, m, entries, md5)
         except StoreError as exc:
             report.problems.append(_problem(exc, m.ingest["file"]))
     if m.spikes is not None:

@@ -128,6 +128,10 @@ def clean_result(raw: dict, texts: list[str], candidates: list[str]) -> dict:
 # --- the llama.cpp extractor -------------------------------------------------------------------
 
 
+class ModelNotFound(FileNotFoundError):
+    """No GGUF file where the settings point, or no packaged default model."""
+
+
 class ModelUnusable(ValueError):
     """A model file llama.cpp cannot load (not GGUF, truncated, an unknown architecture)."""
 
