@@ -71,6 +71,11 @@ TEXTS = [
 ]
 
 
+INPUT_LINES = (b'{"text": "Met Ana at the gym", "speaker": "me", "session": 3, "tags": ["user:1"], '
+               b'"timestamp": "2026-06-02T18:05:00Z", "meta": {"k": [1, {"x": null}]}}\n'
+               b'{"text": "second", "importance": 2.5, "valence": -0.5, "type": "working"}\n')
+
+
 def build_seed_store(path: Path) -> Path:
     """A small store with every kind of file: segments, payload, edge log, CSR snapshot, BM25
     vocab and log, ingest index (compacted once, one record left in the trash)."""
@@ -195,9 +200,76 @@ def t_store(data: bytes) -> None:
         path.write_bytes(Work.originals[name])
 
 
+# --- the input side: what users type and pipe in -------------------------------------------------
+# The property: a parser either accepts or raises its typed error (InputError, UserError,
+# ConfigError), and what ingest accepts can be stored and shown again (payload entry, JSON
+# output), so no command ever exits 70 on it.
+
+def t_ndjson(data: bytes) -> None:
+    """Ingest's NDJSON parser; every accepted item goes through the payload and the output
+    encoder the way ingest and `inspect record` use them."""
+    import numpy as np
+
+    from synapse_cli.commands.output import dumps
+    from synapse_cli.engine import inputs
+    from synapse_cli.engine.memory import NewMemory
+
+    for x in inputs.parse_ndjson(data.splitlines(), "-"):
+        if isinstance(x, inputs.InputError):
+            continue
+        body = NewMemory(text=x.text, vector=np.zeros(1, np.float32), timestamp_ms=0,
+                         tags=x.tags, meta={"speaker": x.speaker, "meta": x.meta or None}).body()
+        entry = payload.pack_entry(1, body)
+        back = payload._decode_body(entry[12:-4], "fuzz", 0)  # length, id | body | CRC
+        dumps({"payload": back})
+
+
+def t_textin(data: bytes) -> None:
+    """The text and document parsers."""
+    from synapse_cli.engine import inputs
+
+    list(inputs.parse_text(data.splitlines(), "-"))
+    list(inputs.parse_document(data, "-"))
+
+
+def t_query(data: bytes) -> None:
+    """A query line on stdin, then the tags and times recall is given on its command line."""
+    from synapse_cli.commands.common import check_tags, parse_time_option
+    from synapse_cli.commands.recall_cmd import _query_line
+    from synapse_cli.engine.filters import check_filters
+    from synapse_cli.engine.recall import RecallConfig
+
+    _query_line(data, "-:1")
+    text = data.decode("utf-8", "replace").replace("\0", "")
+    parts = text.split("\n")
+    check_tags(parts)
+    since = parse_time_option(parts[0], "--since")
+    until = parse_time_option(parts[-1], "--until") if len(parts) > 1 else None
+    check_filters(RecallConfig(tags=tuple(parts), since_ms=since, until_ms=until))
+
+
+def t_config(data: bytes) -> None:
+    """config.toml, and a SYNAPSE_* variable holding the same bytes."""
+    from synapse_cli.engine import config
+
+    path = _write("config.toml", data)
+    text = data.decode("utf-8", "replace").replace("\0", "")
+    config.resolve(path=path, environ={s.env: text for s in config.SETTINGS[::7]})
+
+
 TARGETS = {"manifest": t_manifest, "segment": t_segment, "payload": t_payload,
            "edgelog": t_edgelog, "csr": t_csr, "ingest": t_ingest, "bm25": t_bm25,
-           "store": t_store}
+           "store": t_store, "ndjson": t_ndjson, "textin": t_textin, "query": t_query,
+           "config": t_config}
+
+
+def expected_errors() -> tuple:
+    """What bad bytes may raise: a typed store error, or the user-facing input errors."""
+    from synapse_cli.commands.exits import UserError
+    from synapse_cli.engine.config import ConfigError
+    from synapse_cli.engine.inputs import InputError
+
+    return (errors.StoreError, InputError, UserError, ConfigError)
 
 
 def t_all(data: bytes) -> None:
@@ -211,7 +283,7 @@ def check(target: str, data: bytes) -> None:
     fn = t_all if target == "all" else TARGETS[target]
     try:
         fn(data)
-    except errors.StoreError:
+    except expected_errors():
         pass
 
 
@@ -245,6 +317,10 @@ def seeds(target: str) -> list[bytes]:
         "ingest": [u16(m.ingest["entries"]) + f[m.ingest["file"]]],
         "bm25": [u16(len(f[m.bm25["vocab"]]), 0, 0) + f[m.bm25["vocab"]] + f[m.bm25["log"]]],
         "store": [bytes([i]) + f[n] for i, n in enumerate(Work.files)],
+        "ndjson": [INPUT_LINES, b'{"text": "a", "meta": ' + b'{"a": ' * 40 + b"1" + b"}" * 41],
+        "textin": [b"\xef\xbb\xbfplain line\nsecond line\n"],
+        "query": [b'{"query": "where does Ana live?"}', b"2026-10-10\nuser:3\n2026-10-01"],
+        "config": [b"[recall]\nk = 10\nmode = \"synapse\"\n[gate]\ntau_gate = 0.05\n"],
     }
     if target == "all":
         return [bytes([i]) + s for i, t in enumerate(TARGETS) for s in out[t]]
@@ -273,10 +349,12 @@ def child(target: str, work: Path, libfuzzer_args: list[str], rss_margin_mb: int
             (corpus / f"seed-{i}").write_bytes(s)
     fn = t_all if target == "all" else TARGETS[target]
 
+    expected = expected_errors()
+
     def one(data: bytes) -> None:
         try:
             fn(data)
-        except errors.StoreError:
+        except expected:
             pass
 
     for seed in seeds(target):  # warm up: first calls allocate thread buffers, compile kernels

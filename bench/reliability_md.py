@@ -50,8 +50,14 @@ WHAT = {
     "concurrency": "4 writers + 4 readers + consolidation + compaction at once; same checks, no "
                    "reader error, lock waits below --lock-timeout",
     "fuzz": "coverage-guided (atheris) bytes into every store_format reader and open+verify+"
-            "recall over a real store with one file replaced: only typed StoreError allowed",
+            "recall over a real store with one file replaced: only typed StoreError allowed; "
+            "and into the input side (NDJSON, text and document input through payload and "
+            "output, query lines, tags, times, config.toml and SYNAPSE_* variables): only "
+            "InputError / UserError / ConfigError allowed",
     "replay": "saved fuzz findings replayed in-process: only typed StoreError allowed",
+    "filters": "random stores (tags from a pool of 43, types, times, semantic nodes, graph), "
+               "random tag / type / time filters, every recall mode: no result, and no record "
+               "on an --explain path of a tag or time filter, outside the filter",
     "test_ingest_on_a_full_disk": "ENOSPC during ingest: exit 74, one line, store byte-for-byte "
                                   "unchanged, same command works with space again",
     "test_consolidate_on_a_full_disk": "ENOSPC during consolidate (SmolLM2): exit 74, one line, "
@@ -151,7 +157,7 @@ def concurrency(a, work: Path) -> dict:
 def fuzz(a, work: Path) -> dict:
     argv = [PY, str(ROOT / "bench/fuzz.py"), "--target", "each", "--seconds",
             str(a.fuzz_seconds), "--work", str(work / "fuzz")]
-    r = run(argv, 8 * (a.fuzz_seconds + 180) + 300)
+    r = run(argv, 12 * (a.fuzz_seconds + 180) + 300)
     o = parse_json(r["stdout"])
     if o is None:
         return not_run("hostile files: fuzz", WHAT["fuzz"], r,
@@ -185,6 +191,20 @@ def replay(a, work: Path) -> dict:
             "failures": str(len(o["failures"])), "lost": "n/a (readers only)",
             "seconds": r["seconds"], "command": rel(argv),
             "details": [f"{k}: {v}" for k, v in o["failures"].items()], "raw": o}
+
+
+def filters(a, work: Path) -> dict:
+    argv = [PY, str(ROOT / "bench/filter_leaks.py"), "--stores", "20", "--queries", "40"]
+    r = run(argv, 3600)
+    o = parse_json(r["stdout"])
+    if o is None:
+        return not_run("filter exactness", WHAT["filters"], r,
+                       r["stderr"].strip()[-200:] or "no JSON")
+    return {"scenario": "filter exactness", "what": WHAT["filters"],
+            "runs": f"{o['stores']} stores, {o['queries']:,} filtered queries over "
+                    f"{len(o['modes'])} modes",
+            "kills": "–", "failures": str(o["leaks"]), "lost": "n/a (readers only)",
+            "seconds": r["seconds"], "command": rel(argv), "details": o["examples"], "raw": o}
 
 
 def enospc_levels() -> dict[str, int]:
@@ -423,7 +443,7 @@ def main() -> None:
     ap.add_argument("--fuzz-seconds", type=float, default=15, help="fuzz time per target (15)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip", nargs="*", default=[],
-                    choices=["crash", "concurrency", "fuzz", "replay", "pytest"],
+                    choices=["crash", "concurrency", "fuzz", "replay", "filters", "pytest"],
                     help="leave scenarios out (their rows say so)")
     ap.add_argument("--out", default=str(ROOT / "docs/RELIABILITY.md"))
     ap.add_argument("--json", default=str(ROOT / "bench/out/reliability.json"))
@@ -435,12 +455,13 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="synapse-reliability-"))
     rows, replayed = [], None
     steps = [("crash", crash), ("concurrency", concurrency), ("fuzz", fuzz), ("replay", replay),
-             ("pytest", pytest_rows)]
+             ("filters", filters), ("pytest", pytest_rows)]
     for key, fn in steps:
         print(f"[{time.monotonic() - t0:6.0f} s] {key} ...", file=sys.stderr, flush=True)
         if key in a.skip:
             names = {"crash": ["crash (kill -9)"], "concurrency": ["concurrency"],
                      "fuzz": ["hostile files: fuzz"], "replay": ["hostile files: saved findings"],
+                     "filters": ["filter exactness"],
                      "pytest": ["disk full", "hostile input", "permissions"]}[key]
             rows += [{"scenario": n, "what": "", "runs": "not run", "kills": "–",
                       "failures": "not run (--skip)", "lost": "not established",

@@ -115,6 +115,7 @@ class Expect:
 
     def __init__(self):
         self.acked: dict[int, str] = {}   # id -> exact text, acknowledged as stored
+        self.lines: dict[int, dict] = {}  # id -> the input line that stored it
         self.gone: set[int] = set()       # acknowledged prune --compact: must be absent
         self.maybe: set[int] = set()      # prune killed: live with its text, trashed or absent
         self.counter = 0
@@ -142,7 +143,8 @@ def ingest_lines(exp: Expect, rnd: random.Random, n: int, tag: str) -> list[str]
                       "timestamp": 1_700_000_000_000 + exp.counter * 60_000})
     live = exp.live_ids()
     if live and rnd.random() < 0.3:
-        lines.insert(rnd.randrange(len(lines) + 1), {"text": exp.acked[rnd.choice(live)]})
+        # the same line again (same text, speaker and time: a duplicate, FORMAT.md 12)
+        lines.insert(rnd.randrange(len(lines) + 1), exp.lines[rnd.choice(live)])
     return [json.dumps(x, ensure_ascii=False) for x in lines]
 
 
@@ -155,7 +157,8 @@ def parse_ingest(stdout: bytes, lines: list[str], exp: Expect, problems: list) -
         except ValueError:
             continue  # a line cut by the kill
         n = int(o["where"].split(":")[1])
-        text = json.loads(lines[n - 1])["text"]
+        line = json.loads(lines[n - 1])
+        text = line["text"]
         if o["status"] == "stored":
             # Storing a known text again is right only when its record is pruned or being
             # pruned (the concurrency compactor may remove it between the pick and the ingest).
@@ -163,6 +166,7 @@ def parse_ingest(stdout: bytes, lines: list[str], exp: Expect, problems: list) -
                    for i, t in exp.acked.items()):
                 problems.append(f"text stored twice (dedup failed): {text!r} as id {o['id']}")
             exp.acked[int(o["id"])] = text
+            exp.lines[int(o["id"])] = line
             stored += 1
     return stored
 

@@ -6,6 +6,7 @@ to clean up. A writer must re-read the manifest after acquiring the lock.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -95,7 +96,11 @@ class WriterLock:
         except OSError as exc:
             if os.path.islink(self.path):
                 raise UnsafeStore("LOCK is a symlink; refusing to follow it", str(self.path)) from None
-            raise StoreIOError(exc.strerror or str(exc), str(self.path)) from None
+            err = StoreIOError(exc.strerror or str(exc), str(self.path))
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                err.hint = ("the store is read-only here: writing needs write access to its "
+                            "directory; recall, inspect and --dry-run only read")
+            raise err from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise UnsafeStore("LOCK is not a regular file", str(self.path))

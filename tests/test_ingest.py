@@ -74,8 +74,9 @@ def test_duplicates_and_temporal_edges_across_invocations(tmp_path):
     again = lines(run(store, "ingest", stdin=demo))
     assert [o["status"] for o in again] == ["duplicate"] * 12
     assert [o["id"] for o in again] == [o["id"] for o in first]
-    # Whitespace and case do not make a new memory.
-    same = {"text": "  MAYA finished the Berlin   marathon in 3 hours 52 minutes. "}
+    # Whitespace and case do not make a new memory (same speaker, no time given: any time).
+    same = {"text": "  MAYA finished the Berlin   marathon in 3 hours 52 minutes. ",
+            "speaker": "Caroline"}
     assert lines(run(store, "ingest", stdin=json.dumps(same)))[0]["status"] == "duplicate"
     # A new turn of session s3 links to the last one stored by the earlier invocation.
     new = lines(run(store, "ingest", stdin=json.dumps({"text": "Pixel learned to sit.",
@@ -129,8 +130,8 @@ def test_skip_invalid_stores_good_lines(tmp_path):
     store = tmp_path / "st"
     p = run(store, "ingest", "--skip-invalid", stdin='{"text": "a1"}\n{"oops": 1}\n{"text": "b2"}\n')
     out = lines(p)
-    assert [o["status"] for o in out] == ["invalid", "stored", "stored"]
-    assert out[0]["where"] == "-:2"
+    assert [o["status"] for o in out] == ["stored", "invalid", "stored"]  # input order
+    assert [o["where"] for o in out] == ["-:1", "-:2", "-:3"]
     assert texts(store) == ["a1", "b2"]
 
 
@@ -200,3 +201,21 @@ def test_two_concurrent_ingests(tmp_path):
     stored = texts(store)
     assert len(stored) == 81 and len(set(stored)) == 81
     run(store, "inspect", "verify")
+
+
+def test_a_restatement_by_someone_else_or_later_is_its_own_record(tmp_path):
+    """Dedup keeps time: only the same text from the same speaker at the same time (or with no
+    time given) is a duplicate; a batch may still collapse identical lines of one speaker."""
+    store = tmp_path / "st"
+    first = {"text": "standup is at 9:30", "speaker": "Priya", "timestamp": "2026-09-01T09:00:00Z"}
+    rows = [first,
+            dict(first, speaker="Jonah", timestamp="2026-11-01T09:00:00Z"),  # another speaker
+            dict(first, timestamp="2026-11-02T09:00:00Z"),                   # later
+            {"text": "ok", "speaker": "Jonah", "timestamp": "2026-11-03T09:00:00Z"},
+            {"text": "OK ", "speaker": "Priya", "timestamp": "2026-11-03T09:01:00Z"},
+            {"text": "ok", "speaker": "Jonah", "timestamp": "2026-11-03T09:00:00Z"}]  # same
+    out = lines(run(store, "ingest", stdin="\n".join(json.dumps(r) for r in rows)))
+    assert [o["status"] for o in out] == ["stored"] * 5 + ["duplicate"]
+    again = lines(run(store, "ingest", stdin="\n".join(json.dumps(r) for r in rows)))
+    assert [o["status"] for o in again] == ["duplicate"] * 6
+    assert [o["id"] for o in again][:5] == [o["id"] for o in out][:5]

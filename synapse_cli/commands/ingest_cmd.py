@@ -18,10 +18,11 @@ def register(app: typer.Typer) -> None:
     app.command("ingest")(ingest)
 
 
-def _read_inputs(files: list[str], fmt: str, skip_invalid: bool):
+def _read_inputs(files: list[str], fmt: str, skip_invalid: bool) -> list:
+    """Every Item and InputError of the input, in input order."""
     from ..engine import inputs
 
-    items, errors = [], []
+    parsed_all = []
     for name in files or ["-"]:
         if name == "-":
             data = sys.stdin.buffer.read()
@@ -39,11 +40,11 @@ def _read_inputs(files: list[str], fmt: str, skip_invalid: bool):
         else:
             parsed = inputs.parse_document(data, name)
         for x in parsed:
-            (errors if isinstance(x, inputs.InputError) else items).append(x)
             if isinstance(x, inputs.InputError) and not skip_invalid:
                 raise UserError(str(x), code=DATAERR,
                                 hint="nothing was stored; fix the line or pass --skip-invalid")
-    return items, errors
+            parsed_all.append(x)
+    return parsed_all
 
 
 def ingest(
@@ -81,18 +82,23 @@ def ingest(
         raise UserError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}", code=USAGE)
     settings = api.settings(goal=goal, goal_threshold=goal_threshold,
                             default_importance=importance)  # a bad config fails before input
-    items, errors = _read_inputs(files or [], fmt, skip_invalid)
+    from ..engine.inputs import InputError
+
+    parsed = _read_inputs(files or [], fmt, skip_invalid)
+    items = [x for x in parsed if not isinstance(x, InputError)]
+    errors = [x for x in parsed if isinstance(x, InputError)]
     for e in errors:
         output.warn(f"synapse: skipped {e}")
     result = api.ingest_items(items, store_path(), lock_timeout=lock_timeout(),
                               resolved=settings) if items else None
-    # stdout only after the commit: a failed stdout then never hides whether input was stored
-    output.emit_all({"id": None, "status": "invalid", "where": e.where, "error": e.reason}
-                    for e in errors)
+    # stdout only after the commit: a failed stdout then never hides whether input was stored;
+    # one line per input item, in input order (an outcome per item, in item order)
+    outcomes = iter(result.outcomes if result is not None else [])
+    output.emit_all({"id": None, "status": "invalid", "where": x.where, "error": x.reason}
+                    if isinstance(x, InputError) else next(outcomes).as_dict() for x in parsed)
     if result is None:
         output.info("nothing to ingest")
         return
-    output.emit_all(o.as_dict() for o in result.outcomes)
     c = result.counts()
     output.info(f"stored {c['stored']}, duplicate {c['duplicate']}, gated {c['gated']}, "
                 f"invalid {len(errors)} in {result.seconds:.2f}s")

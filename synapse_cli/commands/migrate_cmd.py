@@ -27,13 +27,16 @@ def migrate(
     Example: synapse migrate --header v1 --dry-run
     """
     from store_format import migration
-    from ..engine.store import StoreWriter
+    from ..engine.store import Store, StoreWriter
 
     try:
         version = {"v1": 1, "v2": 2, "v3": 3, "1": 1, "2": 2, "3": 3}[header.lower()]
     except KeyError:
         raise UserError(f"--header {header!r}: expected v1, v2 or v3", code=USAGE) from None
-    with StoreWriter.open(store_path(), lock_timeout=lock_timeout()) as w:
+    # a dry run only reads: no writer lock, so it works on a read-only store
+    opened = Store.open(store_path()) if dry_run else \
+        StoreWriter.open(store_path(), lock_timeout=lock_timeout())
+    with opened as w:
         plan = migration.plan(w.path, w.manifest, version)
         report = plan.as_dict() | {"dry_run": dry_run}
         if not dry_run:

@@ -71,7 +71,25 @@ def _write(data: bytes) -> None:
 
 def emit(obj: Any) -> None:
     """One JSON object on one line of stdout."""
-    _write(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    _write(dumps(obj) + b"\n")
+
+
+def dumps(obj: Any) -> bytes:
+    """`obj` as compact JSON (orjson; numpy values allowed)."""
+    try:
+        data = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
+    except orjson.JSONEncodeError as exc:
+        if "ecursion" not in str(exc):
+            raise
+        # orjson stops at 254 levels; records stored before ingest limited `meta` to 32
+        # levels (engine/inputs.py) can be deeper, and must still be shown.
+        # The payload's stdlib JSON wrote them, up to Python's recursion limit; the output
+        # adds a level or two around the body.
+        import json
+
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
+        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return data
 
 
 def text(data: str) -> None:

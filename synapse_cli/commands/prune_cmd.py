@@ -100,7 +100,7 @@ def prune(
     Example: synapse prune --query "my bank password" --purge --yes
     """
     from ..engine import prune as pr
-    from ..engine.store import StoreWriter
+    from ..engine.store import Store, StoreWriter
 
     if match not in ("any", "all"):
         raise UserError(f"--match {match!r}: expected any or all", code=USAGE)
@@ -127,7 +127,10 @@ def prune(
     if at is not None and decayed is None:
         raise UserError("--at only applies to --decayed", code=USAGE)
     report: dict = {"dry_run": dry_run}
-    with StoreWriter.open(store_path(), lock_timeout=lock_timeout()) as w:
+    # a dry run only reads: no writer lock, so it works on a read-only store
+    opened = Store.open(store_path()) if dry_run else \
+        StoreWriter.open(store_path(), lock_timeout=lock_timeout())
+    with opened as w:
         if restore:
             _require_records(w, restore)
             if dry_run:

@@ -7,8 +7,8 @@ from typing import List, Optional
 import typer
 
 from . import output
-from .common import check_tags, store_path
-from .common import parse_time_option
+from ..engine.inputs import BOM
+from .common import check_tags, parse_time_option, store_path
 from .exits import USAGE, UserError
 
 
@@ -16,40 +16,48 @@ def register(app: typer.Typer) -> None:
     app.command("recall")(recall)
 
 
-def _queries(query: Optional[str]) -> list[tuple[str, str]]:
-    """(where, text) per query: the argument, or NDJSON/plain lines on stdin."""
-    import orjson
-
+def _queries(query: Optional[str]) -> list[tuple[str, str | UserError]]:
+    """(where, text) per query: the argument, or NDJSON/plain lines on stdin, where a bad line
+    gives (where, UserError) so that the good lines are still answered."""
     if query is not None and query != "-":
         if not query.strip():
             raise UserError("empty query", code=USAGE)
         return [("argument", query)]
     out = []
     for n, raw in enumerate(sys.stdin.buffer.read().splitlines(), 1):
-        if not raw.strip():
-            continue
-        text = None
-        if raw.lstrip().startswith(b"{"):
+        if n == 1 and raw.startswith(BOM):
+            raw = raw[len(BOM):]
+        if raw.strip():
             try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise UserError(f"-:{n}: invalid JSON") from None
-            text = obj.get("query") if isinstance(obj, dict) else None
-            if not isinstance(text, str) or not text.strip():
-                raise UserError(f"-:{n}: expected an object with a non-empty string `query`")
-            if len(obj) > 1:  # `{"query": ..., "k": 3}` must not look as if k were used
-                extra = ", ".join(sorted(k for k in obj if k != "query"))
-                raise UserError(f"-:{n}: unknown field(s) {extra}: a query line holds only "
-                                "`query`", hint="options apply to every query: --k, --mode ...")
-        else:
-            try:
-                text = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as exc:
-                raise UserError(f"-:{n}: not valid UTF-8 (byte {exc.start})") from None
-        out.append((f"-:{n}", text))
+                out.append((f"-:{n}", _query_line(raw, f"-:{n}")))
+            except UserError as exc:
+                out.append((f"-:{n}", exc))
     if not out:
         raise UserError("no query: pass one as an argument or as lines on stdin", code=USAGE)
     return out
+
+
+def _query_line(raw: bytes, where: str) -> str:
+    """The query of one stdin line: {"query": ...} or plain UTF-8 text."""
+    import orjson
+
+    if raw.lstrip().startswith(b"{"):
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise UserError(f"{where}: invalid JSON") from None
+        text = obj.get("query") if isinstance(obj, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            raise UserError(f"{where}: expected an object with a non-empty string `query`")
+        if len(obj) > 1:  # `{"query": ..., "k": 3}` must not look as if k were used
+            extra = ", ".join(sorted(k for k in obj if k != "query"))
+            raise UserError(f"{where}: unknown field(s) {extra}: a query line holds only "
+                            "`query`", hint="options apply to every query: --k, --mode ...")
+        return text
+    try:
+        return raw.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{where}: not valid UTF-8 (byte {exc.start})") from None
 
 
 def recall(
@@ -91,6 +99,10 @@ def recall(
                                         help="Only memories at or after TIME (ISO 8601 / epoch ms)."),
     until: Optional[str] = typer.Option(None, "--until", metavar="TIME",
                                         help="Only memories at or before TIME."),
+    as_of: Optional[str] = typer.Option(None, "--as-of", metavar="TIME",
+                                        help="Answer as at TIME: later memories are invisible "
+                                             "and decay is computed at TIME (not a rehearsal: "
+                                             "nothing is touched)."),
     tag: List[str] = typer.Option([], "--tag", metavar="TAG",
                                   help="Only memories carrying TAG (repeatable; speaker:NAME, "
                                        "session:ID work too)."),
@@ -148,15 +160,30 @@ def recall(
                        types=tuple(memory_type), since_ms=parse_time_option(since, "--since"),
                        until_ms=parse_time_option(until, "--until"), tags=tuple(tag),
                        synaptic=SynapticConfig.from_settings(settings))
+    as_of_ms = parse_time_option(as_of, "--as-of")
+    if as_of_ms is not None:
+        if until is not None:
+            raise UserError("--as-of and --until both end the window: give one", code=USAGE)
+        cfg.until_ms, no_touch = as_of_ms, True
     queries = _queries(query)
     check = _verifier(settings) if verify else None
+    bad = [q for _, q in queries if isinstance(q, UserError)]
+    if len(bad) == len(queries) == 1:
+        raise bad[0]
     with Recaller(store_path()) as r:
         for where, text in queries:
-            result = r.recall(text, cfg, touch=not no_touch, check=check)
+            if isinstance(text, UserError):  # answer the others; an error object in its place
+                output.warn(f"synapse: skipped {text}")
+                output.emit({"where": where, "error": str(text).split(": ", 1)[-1]})
+                continue
+            result = r.recall(text, cfg, touch=not no_touch, check=check, now_ms=as_of_ms)
             output.emit(result)
         if r.touch_error:
             output.warn(f"synapse: answered, but recording the recall failed ({r.touch_error}); "
                         "--no-touch answers without writing")
+    if bad:
+        raise UserError(f"{len(bad)} of {len(queries)} query lines were not valid; the others "
+                        "were answered")
 
 
 def _verifier(settings):

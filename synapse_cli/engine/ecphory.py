@@ -160,14 +160,17 @@ def rank_chunks(via_engram: dict, direct: list, chunk_sim: np.ndarray, how: str,
 
 
 def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: np.ndarray,
-                  weight: float) -> dict:
+                  weight: float, node_ok: np.ndarray | None = None) -> dict:
     """The hop along document links (engine/doclinks.py), the bipartite graph walked from chunk
     to engram to chunk: for each seed chunk d, the document nodes d links to (its own document's
     excepted) and those documents' chunks c (whose `source` is the node's name), each scored
     cos(q, c) + weight * cos(q, d), the best over seeds. Only document nodes are followed: a
     generic engram ("American") would cost a body read for each of its hundreds of chunks.
+    `node_ok` (bool per position): the document nodes a walled filter lets through.
     Returns {chunk position: (score, seed chunk position, document node position)}."""
     semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
+    if node_ok is not None:
+        semantic = semantic & node_ok
     out: dict[int, tuple[float, int, int]] = {}
     seeds = [int(d) for d in seeds]
     seed_bodies = store.bodies(arrays.ids[seeds]) if seeds else []
@@ -222,7 +225,7 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
     `embed(texts) -> float32 [n, dim]` embeds the cue (the store's embedder); None loads the
     default embedder once per process (only when the cue differs from the query)."""
     from ..models.cues import cue_text, extract_cues
-    from .recall import _scan
+    from .recall import _scan, walled
 
     t0 = time.perf_counter()
     cues, used, note = extract_cues(query, cfg.cues, cfg.cue_model or None)
@@ -276,7 +279,8 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
         chunks = rank_chunks(via, direct, chunk_sim, "cosine", cfg.rrf_k)
         chunk_score = {c: float(chunk_sim[c]) for c in chunks}
         for c, (s, d, node) in linked_chunks(store, arrays, chunks[:cfg.link_seeds], chunk_sim,
-                                             chunk_ok, cfg.link_weight).items():
+                                             chunk_ok, cfg.link_weight,
+                                             passed if walled(cfg) else None).items():
             if s > chunk_score.get(c, -np.inf):
                 chunk_score[c], link_of[c] = s, (d, node)
         chunks = sorted(chunk_score, key=lambda c: (-chunk_score[c], c))

@@ -43,15 +43,8 @@ class RecallArrays:
             outdeg = np.diff(self.indptr)
             semantic = fl.memory_type_code(self.flags) == fl.MemoryType.SEMANTIC
             hub = semantic & (outdeg > share * np.count_nonzero(~semantic))
-            if not hub.any():
-                self.cache[key] = (self.indptr, self.indices, self.weights, self.types)
-            else:
-                src = np.repeat(np.arange(self.n), outdeg)
-                keep = ~hub[src] & ~hub[self.indices]
-                indptr = np.zeros(self.n + 1, np.int64)
-                np.cumsum(np.bincount(src[keep], minlength=self.n), out=indptr[1:])
-                self.cache[key] = (indptr, self.indices[keep], self.weights[keep],
-                                   self.types[keep])
+            graph = (self.indptr, self.indices, self.weights, self.types)
+            self.cache[key] = subgraph(graph, ~hub) if hub.any() else graph
         return self.cache[key]
 
     def __post_init__(self):
@@ -62,6 +55,18 @@ class RecallArrays:
     def n(self) -> int:
         return len(self.ids)
 
+
+
+def subgraph(graph: tuple, keep: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(indptr, indices, weights, types) of `graph` without the edges that touch a position
+    where `keep` (bool [n]) is False."""
+    indptr, indices, weights, types = graph
+    n = len(indptr) - 1
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    ok = keep[src] & keep[indices]
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src[ok], minlength=n), out=out[1:])
+    return out, indices[ok], weights[ok], types[ok]
 
 
 def build(store: Store) -> RecallArrays:

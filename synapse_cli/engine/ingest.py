@@ -116,6 +116,23 @@ def _checked_duplicate(w: StoreWriter, index_file, index: np.ndarray, i: int,
     return rid
 
 
+def _stored_statement(w: StoreWriter, index_file, index: np.ndarray, entries, digest: bytes,
+                      item: Item) -> int | None:
+    """The record that already holds this statement, or None. A duplicate is the same text
+    from the same speaker at the same time (any time, when the item gives none): the same
+    input twice stores nothing new, but a restatement by someone else or later is a record of
+    its own, so recency and --as-of see it ("standup is at 9:30" said again in November)."""
+    for i in reversed(entries):
+        rid = _checked_duplicate(w, index_file, index, i, digest)
+        if w.body(rid).get("speaker") != item.speaker:
+            continue
+        seg, row = w.locate(rid)
+        if item.timestamp_ms is None or \
+                int(w.segments[seg].headers["timestamp_ms"][row]) == item.timestamp_ms:
+            return rid
+    return None
+
+
 def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
            now_ms: int | None = None) -> IngestResult:
     """Ingest `items` into the store held by writer `w` and commit. Items are already valid."""
@@ -131,7 +148,9 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     else:
         committed_entries = m.ingest["entries"]
     index = ix.read(index_file, committed_entries)
-    seen = {bytes(d): i for i, d in enumerate(index["md5"])}  # digest -> entry
+    seen: dict[bytes, list[int]] = {}  # digest -> its entries, oldest first
+    for i, d in enumerate(index["md5"]):
+        seen.setdefault(bytes(d), []).append(i)
     last_of_session: dict[int, int] = {}
     for key, rid in zip(index["session"].tolist(), index["record_id"].tolist()):
         if key:
@@ -139,16 +158,17 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
 
     # 1. deduplicate
     fresh: list[tuple[int, Item, bytes]] = []
-    batch_seen: dict[bytes, int] = {}
+    batch_seen: dict[tuple, int] = {}  # (digest, speaker, timestamp) -> position
     for pos, item in enumerate(items):
         digest = md5_of(item.text)
-        if digest in seen:
-            rid = _checked_duplicate(w, index_file, index, seen[digest], digest)
+        rid = _stored_statement(w, index_file, index, seen.get(digest, ()), digest, item)
+        key = (digest, item.speaker, item.timestamp_ms)
+        if rid is not None:
             result.outcomes.append(Outcome(item.where, "duplicate", rid))
-        elif digest in batch_seen:
+        elif key in batch_seen:
             result.outcomes.append(Outcome(item.where, "duplicate", None))
         else:
-            batch_seen[digest] = pos
+            batch_seen[key] = pos
             result.outcomes.append(Outcome(item.where, "stored"))
             fresh.append((len(result.outcomes) - 1, item, digest))
     if not fresh:

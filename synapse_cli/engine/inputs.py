@@ -22,6 +22,10 @@ TYPES = {"episodic": MemoryType.EPISODIC, "working": MemoryType.WORKING,
          "procedural": MemoryType.PROCEDURAL}
 FIELDS = {"text", "timestamp", "speaker", "session", "source", "importance", "valence",
           "arousal", "tags", "pinned", "resolved", "type", "dia_id", "meta"}
+# Objects and arrays inside `meta` nest at most this deep. Every part of the tool can then
+# write and show the record: orjson's encoder stops at 254 levels and the payload's stdlib
+# JSON at Python's recursion limit (~990), which deeper input used to reach.
+MAX_META_DEPTH = 32
 
 
 class InputError(ValueError):
@@ -149,6 +153,9 @@ def item_from_object(obj, where: str) -> Item:
     meta = obj.get("meta", {})
     if not isinstance(meta, dict):
         raise InputError(where, "`meta` must be an object")
+    if nesting_depth(meta) > MAX_META_DEPTH:
+        raise InputError(where, f"`meta` nests objects or arrays more than {MAX_META_DEPTH} "
+                                "levels deep")
     ts = obj.get("timestamp")
     return Item(
         text=text, where=where,
@@ -163,24 +170,72 @@ def item_from_object(obj, where: str) -> Item:
     )
 
 
+def nesting_depth(value) -> int:
+    """Levels of objects and arrays in a parsed JSON value (a scalar is 0), without recursion."""
+    depth, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        depth = max(depth, d)
+        stack.extend((x, d + 1) for x in v if isinstance(x, (dict, list)))
+    return depth
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list) -> dict:
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+def duplicate_key(raw: bytes) -> str | None:
+    """The first key that appears twice in one object of `raw` (valid JSON), or None. orjson,
+    like most parsers, keeps the last value silently; input that says two things is refused."""
+    import json
+
+    try:
+        json.loads(raw, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        return str(exc.args[0])
+    return None
+
+
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark some editors write: not part of the text
+
+
 def parse_ndjson(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]:
     """Yield an Item or an InputError per non-blank line (the caller decides what to do)."""
     for n, raw in enumerate(lines, 1):
         where = f"{name}:{n}"
+        if n == 1 and raw.startswith(BOM):
+            raw = raw[len(BOM):]
         if not raw.strip():
             continue
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            yield InputError(where, f"invalid JSON ({exc.args[0].split(':')[0]})")
+            reason = exc.args[0].split(':')[0]
+            if "depth" in reason:
+                reason += f"; `meta` may nest at most {MAX_META_DEPTH} levels"
+            yield InputError(where, f"invalid JSON ({reason})")
             continue
         try:
-            yield item_from_object(obj, where)
+            item = item_from_object(obj, where)
         except InputError as exc:
             yield exc
-
-
-BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark some editors write: not part of the text
+            continue
+        key = duplicate_key(raw)  # after the depth check: the stdlib parser recurses
+        yield item if key is None else InputError(
+            where, f"key {key!r} appears twice in one object (which one is meant?)")
 
 
 def parse_text(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]:

@@ -15,8 +15,8 @@ Policies (combinable; a record is selected when any policy matches, or every one
   `prune_candidate` by consolidation (seed 003);
 - before: formed before a time;
 - ids: named records;
-- tags: Bloom containment of the tag, confirmed against the payload's tags, speaker,
-  session and source;
+- tags: any of the tags, exactly (engine/filters.py: the Bloom bits pre-select, the payload decides;
+  speaker:, session: and source: included);
 - query: "forget what matches this": hybrid (dense + BM25) recall, kept where the dense
   similarity reaches a floor.
 Protection: pinned records are never pruned; unresolved ones (Zeigarnik, resolved bit 0) only
@@ -34,8 +34,9 @@ from store_format import dormancy as dm
 from store_format import flags as fl
 from store_format import graph_files as gf
 from store_format.fileio import file_sizes
-from store_format.tags import encode_tags, normalize_tag
+from store_format.tags import normalize_tag
 
+from .filters import tag_mask
 from .scoring import effective_decay_array
 from .store import Store, StoreWriter
 
@@ -87,7 +88,6 @@ class Table:
     arousal: np.ndarray
     strength: np.ndarray
     importance: np.ndarray
-    tags: np.ndarray
 
     @classmethod
     def of(cls, store: Store) -> "Table":
@@ -99,15 +99,7 @@ class Table:
         return cls(np.asarray(store.ids, np.uint64), col("flags", np.uint8, 0),
                    col("timestamp_ms", np.int64, 0), col("recall_count", np.int64, 0),
                    col("arousal", np.int64, 0), col("storage_strength", np.float32, 1.0),
-                   col("importance", np.float32, 1.0), col("synaptic_tags", np.uint64, 0))
-
-
-def _exact_tags(body: dict) -> set[str]:
-    out = {normalize_tag(str(t)) for t in body.get("tags") or [] if isinstance(t, str)}
-    for key in ("speaker", "session", "source"):
-        if body.get(key):
-            out.add(normalize_tag(f"{key}:{body[key]}"))
-    return out
+                   col("importance", np.float32, 1.0))
 
 
 def _dormant(store: Store, t: Table, live: np.ndarray) -> np.ndarray:
@@ -146,16 +138,11 @@ def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None 
             else:
                 m[pos] = True
         masks["id"] = m
-    if policy.tags:
+    if policy.tags:  # any of the tags, each exactly (engine/filters.py)
         m = np.zeros(n, bool)
         for tag in policy.tags:
-            want = normalize_tag(tag)
-            if not want:
-                continue
-            bloom = live & ~m & ((t.tags & np.uint64(encode_tags([tag]))) == np.uint64(encode_tags([tag])))
-            for pos in np.flatnonzero(bloom).tolist():  # Bloom hits, then the exact check
-                if want in _exact_tags(store.body(int(t.ids[pos]))):
-                    m[pos] = True
+            if normalize_tag(tag):
+                m |= tag_mask(store, [tag], candidates=live)
         masks["tag"] = m
     if policy.query is not None:
         masks["query"] = _query_mask(store, policy, t, live, embedder, now_ms, sel)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from store_format import flags as fl
-from store_format.tags import contains_many, encode_tags, tag_bits
+from store_format.tags import encode_tags
 
 from . import graphview
 from .store import Store
@@ -169,7 +169,7 @@ class Signals:
 def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int,
           cache: dict | None = None):
     """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned
-    or filtered out. `cache` (RecallArrays.cache) keeps each segment's int8 vector norms from
+    or filtered out (tags exactly: engine/filters.py). `cache` (RecallArrays.cache) keeps each segment's int8 vector norms from
     the first query of a snapshot, so later scans make one pass over each vector, not two (a
     vector rewritten in place after that, e.g. a semantic node's EMA update, keeps its old norm
     until the next snapshot, like the graph and BM25 do)."""
@@ -196,7 +196,19 @@ def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int,
              out=(sim[start:end], dec[start:end], imp[start:end]))
         norms[k] = inv
         start = end
+    if cfg.tags:  # the kernel checked the Bloom bits; the payload's tags decide
+        from .filters import tag_mask
+
+        sim[~tag_mask(store, cfg.tags, cache)] = -np.inf
     return sim, dec, imp
+
+
+def walled(cfg: RecallConfig) -> bool:
+    """A tag or time filter is a wall: the records outside it are neither returned nor carry
+    activation (and so never appear in an --explain path), since a tag is how users and agents
+    are kept apart and a time window is what was known then. A type filter only chooses what is
+    returned: semantic nodes still carry activation between the episodes it lets through."""
+    return bool(cfg.tags) or cfg.since_ms is not None or cfg.until_ms is not None
 
 
 def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
@@ -301,6 +313,9 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
 
             if cfg.graph:
                 indptr, indices, weights, types = arrays.without_hubs(cfg.hub_share)
+                if walled(cfg) and not passed.all():
+                    indptr, indices, weights, types = graphview.subgraph(
+                        (indptr, indices, weights, types), passed)
             else:
                 indptr, indices = np.zeros(n + 1, np.int64), np.zeros(0, np.int32)
                 weights, types = np.zeros(0, np.float32), np.zeros(0, np.uint8)
@@ -360,14 +375,11 @@ def _matched(bm25: np.ndarray) -> np.ndarray:
 
 
 def speaker_mask(store: Store, arrays: graphview.RecallArrays, name: str) -> np.ndarray:
-    """bool per position: the record's synaptic tags contain `speaker:<name>` (ingest tags
-    every record with its speaker; a Bloom filter, so about 0.3% of others match too)."""
-    tags = arrays.cache.get("synaptic_tags")
-    if tags is None:
-        tags = arrays.cache["synaptic_tags"] = (np.concatenate(
-            [np.asarray(s.headers["synaptic_tags"], np.uint64) for s in store.segments])
-            if store.segments else np.zeros(0, np.uint64))
-    return contains_many(tags, tag_bits(f"speaker:{name}"))
+    """bool per position: the record carries the tag `speaker:<name>` (ingest tags every record
+    with its speaker)."""
+    from .filters import tag_mask
+
+    return tag_mask(store, [f"speaker:{name}"], arrays.cache)
 
 
 def explain_path(pos: int, sig: Signals, ids: np.ndarray) -> list[int]:
@@ -388,6 +400,9 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
            embed=None) -> dict:
     """Answer one query; returns the JSON-ready result (see README "recall output").
     `embed(texts)`: the store's embedder, for modes that embed more than the query (ecphory)."""
+    from .filters import check_filters
+
+    check_filters(cfg)
     t0 = time.perf_counter()
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     arrays = arrays if arrays is not None else graphview.build(store)

@@ -1,0 +1,74 @@
+"""Exact tag filters. A record header's synaptic tags are a 64-bit Bloom filter (FORMAT.md 4.2):
+it never misses a tag the record carries, but about 0.3% of other records match too, so a
+filter that stopped there would hand one user's memories to another. The Bloom bits only
+pre-select; the tags in the record's payload decide."""
+from __future__ import annotations
+
+import numpy as np
+
+from store_format.tags import contains_many, encode_tags, normalize_tag
+
+from .store import Store
+
+
+def exact_tags(body: dict) -> set[str]:
+    """The normalised tags a record carries: its `tags` plus speaker:, session: and source:
+    from its metadata (ingest stores those as tags too; older records may lack them)."""
+    out = {normalize_tag(t) for t in body.get("tags") or [] if isinstance(t, str)}
+    for key in ("speaker", "session", "source"):
+        if body.get(key):
+            out.add(normalize_tag(f"{key}:{body[key]}"))
+    return out
+
+
+def header_tags(store: Store, cache: dict | None = None) -> np.ndarray:
+    """u64 [n]: every record's Bloom filter in position order (once per snapshot in `cache`)."""
+    if cache is not None and "synaptic_tags" in cache:
+        return cache["synaptic_tags"]
+    tags = (np.concatenate([np.asarray(s.headers["synaptic_tags"], np.uint64)
+                            for s in store.segments])
+            if store.segments else np.zeros(0, np.uint64))
+    if cache is not None:
+        cache["synaptic_tags"] = tags
+    return tags
+
+
+def tag_mask(store: Store, tags, cache: dict | None = None,
+             candidates: np.ndarray | None = None) -> np.ndarray:
+    """bool [n]: the records that carry every one of `tags`, exactly. Only the Bloom hits
+    (restricted to `candidates` when given) have their payload read. Cached per snapshot and
+    tag set when `candidates` is None."""
+    want = {normalize_tag(t) for t in tags} - {""}
+    key = ("tag_mask", frozenset(want))
+    if candidates is None and cache is not None and key in cache:
+        return cache[key]
+    if not want:
+        return np.ones(len(store.ids), bool)
+    hits = contains_many(header_tags(store, cache), encode_tags(want))
+    if candidates is not None:
+        hits &= candidates
+    pos = np.flatnonzero(hits)
+    if len(pos):
+        bodies = store.bodies(store.ids[pos])
+        hits[pos] = [want <= exact_tags(b) for b in bodies]
+    if candidates is None and cache is not None:
+        cache[key] = hits
+    return hits
+
+
+def check_filters(cfg) -> None:
+    """Refuse a recall filter that would silently match nothing or the wrong records: a time
+    window that ends before it starts, tags that are not a list of non-empty strings (a bare
+    string would be read as one tag per character), an unknown type. ConfigError with
+    usage=True: exit 2 on the command line."""
+    from .config import ConfigError
+    from .recall import TYPE_BITS
+
+    if isinstance(cfg.tags, str) or not all(isinstance(t, str) and normalize_tag(t)
+                                            for t in cfg.tags):
+        raise ConfigError("tags must be a list of non-empty strings", usage=True)
+    if isinstance(cfg.types, str) or any(t not in TYPE_BITS for t in cfg.types):
+        raise ConfigError(f"types must be a list of {', '.join(TYPE_BITS)}", usage=True)
+    if cfg.since_ms is not None and cfg.until_ms is not None and cfg.since_ms > cfg.until_ms:
+        raise ConfigError("the time window ends before it starts (since is later than until)", usage=True,
+                          hint="swap the two times")

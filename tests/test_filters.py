@@ -1,0 +1,128 @@
+"""Filters are exact in every recall mode: no result outside the tags, time window or types the
+caller asked for, at a scale where the header's 64-bit Bloom filter certainly collides; and a
+tag or time filter is a wall that activation and --explain paths do not cross."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import filter_leaks  # noqa: E402
+from filter_leaks import DAY, EMB, T0
+from store_format.tags import contains, encode_tags
+from synapse_cli import api
+from synapse_cli.engine import graphview
+from synapse_cli.engine.recall import MODES, RecallConfig, recall
+from synapse_cli.engine.store import Store
+
+USERS = 400
+
+
+@pytest.fixture(scope="module")
+def pins(tmp_path_factory):
+    """The hostile-user report's store: one PIN per user, every record tagged user:U."""
+    path = tmp_path_factory.mktemp("pins") / "st"
+    api.ingest([{"text": f"My bank PIN is {1000 + u} pet number {u}", "speaker": f"user{u}",
+                 "tags": [f"user:{u}"], "timestamp": T0 + u * 60_000} for u in range(USERS)],
+               store=str(path), embedder=EMB)
+    return path
+
+
+def test_bloom_collides_at_this_scale(pins):
+    """The test below is not vacuous: the headers alone would leak."""
+    with Store.open(pins) as s:
+        bloom = np.concatenate([np.asarray(x.headers["synaptic_tags"], np.uint64)
+                                for x in s.segments])
+    leaks = sum(int(np.count_nonzero((bloom & np.uint64(encode_tags([f"user:{u}"])))
+                                     == np.uint64(encode_tags([f"user:{u}"])))) - 1
+                for u in range(USERS))
+    assert leaks > 10
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tag_filter_returns_only_that_users_records(pins, mode):
+    query = "what is my bank PIN?"
+    vec = EMB.encode([query])[0]
+    foreign = []
+    with Store.open(pins) as s:
+        arrays = graphview.build(s)
+        for u in range(0, USERS, 2 if mode in ("synaptic", "ecphory") else 1):
+            for tag in (f"user:{u}", f"speaker:user{u}"):
+                cfg = RecallConfig(mode=mode, k=30, tags=(tag,), gate=False, explain=True)
+                out = recall(s, query, vec, cfg, arrays, embed=EMB.encode)
+                foreign += [r["text"] for r in out["results"]
+                            if not r["text"].endswith(f" pet number {u}")]
+                assert len(out["results"]) <= 1
+    assert foreign == []
+
+
+def test_speaker_focus_bonus_is_exact(pins):
+    from synapse_cli.engine.recall import speaker_mask
+
+    with Store.open(pins) as s:
+        arrays = graphview.build(s)
+        for u in range(0, USERS, 7):
+            assert int(speaker_mask(s, arrays, f"user{u}").sum()) == 1
+
+
+# --- the property: random stores, random filters, every mode -------------------------------
+# (bench/filter_leaks.py builds the stores and checks a result; it runs the same at scale)
+
+
+@pytest.fixture(scope="module")
+def random_stores(tmp_path_factory):
+    out = []
+    for seed in range(3):
+        path = tmp_path_factory.mktemp(f"random{seed}") / "st"
+        out.append((path, filter_leaks.random_store(path, seed)))
+    return out
+
+
+filters = st.fixed_dictionaries({
+    "tags": st.lists(st.sampled_from(filter_leaks.TAGS + ["speaker:sp1", "session:s2"]),
+                     max_size=2, unique=True),
+    "types": st.lists(st.sampled_from(filter_leaks.TYPES), max_size=2, unique=True),
+    "days": st.lists(st.integers(0, 60), min_size=2, max_size=2).map(sorted),
+    "window": st.sampled_from(["none", "since", "until", "both"]),
+})
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(store_no=st.integers(0, 2), f=filters, mode=st.sampled_from(MODES),
+       words=st.lists(st.sampled_from(filter_leaks.WORDS), min_size=1, max_size=4))
+def test_no_result_or_path_outside_the_filter(random_stores, store_no, f, mode, words):
+    path, truth = random_stores[store_no]
+    since = T0 + f["days"][0] * DAY if f["window"] in ("since", "both") else None
+    until = T0 + f["days"][1] * DAY if f["window"] in ("until", "both") else None
+    cfg = RecallConfig(mode=mode, k=20, gate=False, explain=True, tags=tuple(f["tags"]),
+                       types=tuple(f["types"]), since_ms=since, until_ms=until)
+    with Store.open(path) as s:
+        assert filter_leaks.violations(s, truth, " ".join(words), cfg) == []
+
+
+def test_a_bare_string_or_backwards_window_is_refused(pins):
+    from synapse_cli.engine.config import ConfigError
+
+    with Store.open(pins) as s:
+        for cfg in (RecallConfig(tags="user:3"), RecallConfig(types="episodic"),
+                    RecallConfig(since_ms=T0 + DAY, until_ms=T0)):
+            with pytest.raises(ConfigError):
+                recall(s, "pin", EMB.encode(["pin"])[0], cfg)
+
+
+def test_prune_and_recall_agree_on_a_tag(pins):
+    from synapse_cli.engine.prune import PrunePolicy, select
+
+    with Store.open(pins) as s:
+        for u in (3, 170, 57):
+            sel = select(s, PrunePolicy(tags=(f"user:{u}",)))
+            assert len(sel.policies["tag"]) == 1
+            body = s.body(sel.policies["tag"][0])
+            assert body["text"].endswith(f" pet number {u}") and contains(
+                int(encode_tags(body["tags"])), encode_tags([f"user:{u}"]))
