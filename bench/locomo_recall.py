@@ -71,6 +71,10 @@ def modes(tau: float) -> dict[str, RecallConfig]:
     out["no-speaker"] = dataclasses.replace(base, lambda_speaker=0.0)  # no speaker focus
     out["exact-words"] = dataclasses.replace(base, variant_weight=0.0)  # no BM25 conflation
     out["with-hubs"] = dataclasses.replace(base, hub_share=1.0)  # hub nodes carry activation
+    # current facts first (engine/currency.py) and the gate's topic check (engine/topic.py)
+    out["no-chatter"] = dataclasses.replace(base, lambda_chatter=0.0)
+    out["no-superseded"] = dataclasses.replace(base, lambda_superseded=0.0)
+    out["no-topic"] = dataclasses.replace(base, topic_check=False)
     # consolidation's semantic nodes in the result slots or not (the default's opposite; no
     # difference on a store without them)
     flip = not base.semantic_results

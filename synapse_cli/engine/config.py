@@ -88,6 +88,8 @@ SETTINGS: tuple[Setting, ...] = (
       "the episodes (a speaker's node) carries no activation; 1 = keep all", "recall", 0, 1),
     S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the top activation is "
       "below this", "recall"),
+    S("gate", "topic_check", bool, True, "refuse a query none of whose topic words (not "
+      "names, not question words) occurs in the store in any form", "recall"),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
       "speaker's statement answers it better (engine/attribution.py)", "recall"),
     S("gate", "tau_attribution", float, 0.25, "relative margin (share of the best match) by "
@@ -114,6 +116,17 @@ SETTINGS: tuple[Setting, ...] = (
       "matches its other forms (books/book, read/reading) at this share of its weight; 0 = "
       "exact words", "recall", 0, 1),
     S("score", "decay", bool, True, "apply seed 004's header decay (false = ablation)", "recall"),
+    S("score", "lambda_chatter", float, 0.2, "content prior: a memory of fewer than "
+      "score.content_tokens words loses up to this much (ok, RIP, 👍); 0 = off", "recall", 0),
+    S("score", "content_tokens", int, 6, "words (speaker included) from which a memory counts "
+      "as content, not chatter", "recall", 1, 1000),
+    S("score", "lambda_superseded", float, 0.4, "unless a query asks about the past, a memory "
+      "that a newer one among the best score.version_depth restates loses this much; 0 = off",
+      "recall", 0),
+    S("score", "version_sim", float, 0.6, "cosine between two memories from which the newer "
+      "restates the older (a new version of the same fact)", "recall", -1, 1),
+    S("score", "version_depth", int, 20, "how many of the best candidates are compared for "
+      "versions", "recall", 2, 1000),
     S("ecphory", "k_init", int, 10, "recall --mode ecphory: engrams (semantic nodes) nearest "
       "the cue (seed 002 Table 5)", "recall", 1, 10000),
     S("ecphory", "hops", int, 2, "centroid hops D of the associative spreading", "recall", 0, 10),

@@ -99,6 +99,13 @@ class RecallConfig:
     # (before conflation): 0 69.3, 0.1 70.3, 0.2 71.0, 0.3 70.9, 0.5 70.9, 1.0 69.9 (past 0.5
     # the other speaker's replies that hold half the answer drop out). 0 switches it off.
     lambda_speaker: float = 0.3
+    # Current facts first, chatter last (engine/currency.py): the content prior and the
+    # supersession of older versions of a fact.
+    lambda_chatter: float = 0.2
+    content_tokens: int = 6
+    lambda_superseded: float = 0.4
+    version_sim: float = 0.6
+    version_depth: int = 20
     # Seed 000 calibrates tau = 0.12. Calibrated here on LoCoMo dev (bench/locomo_recall.py),
     # the top activation does not separate unanswerable questions (AUC 0.47) and 0.12 refuses
     # 23% of answerable ones; the best tau with <= 5% false refusals is 0. So the gate sits just
@@ -112,6 +119,9 @@ class RecallConfig:
     # questions); see README "Evaluation".
     attribution: bool = True
     tau_attribution: float = 0.25
+    # The gate's topic check (engine/topic.py): "no record" when no topic word of the query
+    # occurs in the store in any form.
+    topic_check: bool = True
     attribution_depth: int = 10
     rrf_k: int = 60
     # ecphory mode (seed 002 Algorithm 1 and Table 5; engine/ecphory.py)
@@ -421,8 +431,19 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     attributing = cfg.mode == "synapse" and cfg.gate and cfg.attribution
     focusing = cfg.mode == "synapse" and cfg.lambda_speaker > 0
     k = max(cfg.k, cfg.attribution_depth) if attributing or focusing else cfg.k
+    if cfg.mode == "synapse":
+        from . import currency
+
+        sig.bonus = currency.chatter_penalty(store, arrays, cfg)
+        if cfg.lambda_superseded > 0:
+            k = max(k, cfg.version_depth)
     kcfg = cfg if k == cfg.k else replace(cfg, k=k)
     top, scores = rank(sig, kcfg)
+    if cfg.mode == "synapse":
+        older = currency.superseded_penalty(store, arrays, cfg, query, top)
+        if older is not None:
+            sig.bonus = older if sig.bonus is None else sig.bonus + older
+            top, scores = rank(sig, kcfg)
     bodies = store.bodies(arrays.ids[top]) if (attributing or focusing) and len(top) else None
     unfocused = (top, bodies)  # the attribution check weighs the ranking before the focus
     if focusing and len(top):
@@ -431,7 +452,8 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         name = named_speaker(query, {b.get("speaker") for b in bodies[: cfg.attribution_depth]}
                              - {None})
         if name is not None:
-            sig.bonus = np.float64(cfg.lambda_speaker) * speaker_mask(store, arrays, name)
+            focus = np.float64(cfg.lambda_speaker) * speaker_mask(store, arrays, name)
+            sig.bonus = focus if sig.bonus is None else sig.bonus + focus
             read = dict(zip(arrays.ids[top].tolist(), bodies))
             top, scores = rank(sig, kcfg)
             ids = arrays.ids[top].tolist()
@@ -443,7 +465,14 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     else:  # the baselines have no activation: report the best similarity instead
         confidence = float(max(sig.sim[top[0]], 0)) if len(top) else 0.0
     rejected = len(top) == 0 or (cfg.gate and cfg.mode == "synapse" and confidence < cfg.tau_gate)
-    results, verdict = [], None
+    results, verdict, unknown = [], None, None
+    if not rejected and cfg.gate and cfg.mode == "synapse" and cfg.topic_check \
+            and store.manifest.bm25 is not None:
+        from .topic import unknown_topic
+
+        unknown = unknown_topic(query, _bm25_index(store, arrays.cache, arrays.ids,
+                                                   np.isfinite(sig.sim)))
+        rejected = unknown is not None
     if not rejected:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
         if attributing:
@@ -482,4 +511,6 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
            "elapsed_ms": round((time.perf_counter() - t0) * 1000, 3)}
     if verdict is not None:
         out["attribution"] = verdict.as_dict()
+    if unknown is not None:
+        out["topic"] = {"unknown": unknown}
     return out

@@ -464,6 +464,17 @@ class BM25Index:
             self._blocks = [tuple(np.concatenate(col) for col in zip(*self._blocks))]
         return self._blocks[0]
 
+    def knows(self, word: str) -> bool:
+        """Whether `word`, or another form of it (conflate.py), is in the vocabulary."""
+        from .conflate import variants
+
+        return word in self._term_id or bool(variants(word, self._term_id))
+
+    def doc_lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(record_ids u64, tokens per document u32) of every indexed document, by id."""
+        rec, dl, _, _, _ = self._arrays()
+        return rec, dl
+
     def _postings(self):
         if self._csr is None:
             rec, dl, nt, term, tf = self._arrays()

@@ -1,0 +1,45 @@
+"""The gate's topic check: "no record" when nothing stored ever mentions what a question is
+about. "What is Dana's blood type?" names a person the store knows well, so its nearest memories
+are close and activation flows; but no memory says "blood" or "type". A question whose topic
+words (not names, not question or filler words) are all missing from the store's BM25
+vocabulary, in every form (conflate.py), is rejected.
+
+The check is lexical on purpose: the store's own vocabulary is a per-store statistic, so it
+needs no threshold calibrated on one data set. It cannot refuse a question whose words the store
+does use for something else ("What breed is the cat?" in a store that mentions cats).
+"""
+from __future__ import annotations
+
+import re
+
+from ..models.tokenize import tokenize
+from ..models.words import _STOP
+
+# Words that say how a question asks, not what about (beyond the stopwords of models/words.py).
+_ASKING = frozenset("""
+what which who whom whose when where why how name names named called call currently current
+now latest still anymore these days nowadays right recently today ever usually often exactly
+happen happened happening new newest last first kind sort getting
+""".split())
+_IDENT = re.compile(r"\b[A-Za-z]+[-_.]?\d[\w.-]*")  # INC-412, v2, pr1234
+_NAME = re.compile(r"(?<=\s)([A-Z][\w'’-]*)")  # capitalised after the first word
+
+
+def topic_words(query: str) -> list[str]:
+    """The query's topic words: tokens that are neither stopwords, question words, bare numbers
+    nor capitalised names (a name inside the question, "Dana's", "Paylark"). An identifier
+    with digits ("INC-412", "v2.4") is a topic of its own: its number counts."""
+    names = {t for m in _NAME.finditer(query.strip()) for t in tokenize(m.group(1))[:1]}
+    ids = {t for m in _IDENT.finditer(query) for t in tokenize(m.group(0)) if t.isdigit()}
+    return [w for w in dict.fromkeys(tokenize(query))
+            if w in ids or (w not in _STOP and w not in _ASKING and w not in names
+                            and not w.isdigit() and len(w) > 1)]
+
+
+def unknown_topic(query: str, index) -> list[str] | None:
+    """The topic words of `query` when the store knows none of them (then the gate says "no
+    record"), else None. A query without topic words is never refused here."""
+    words = topic_words(query)
+    if not words or any(index.knows(w) for w in words):
+        return None
+    return words

@@ -1,0 +1,84 @@
+"""Current facts first, chatter last (engine/currency.py) and the gate's topic check
+(engine/topic.py), on small real stores (FakeEmbedder: texts that share words are close)."""
+from __future__ import annotations
+
+import pytest
+
+from synapse_cli import api
+from synapse_cli.engine import graphview
+from synapse_cli.engine.currency import asks_about_now
+from synapse_cli.engine.recall import RecallConfig, recall
+from synapse_cli.engine.store import Store
+from synapse_cli.engine.topic import topic_words
+from synapse_cli.models.fake import FakeEmbedder
+
+EMB = FakeEmbedder(384)
+TURNS = [
+    ("Priya", "2026-09-01T09:00:00Z", "the team standup is at 9:30 every day"),
+    ("Jonah", "2026-09-01T09:01:00Z", "ok"),
+    ("Priya", "2026-09-20T09:00:00Z", "we had pizza for lunch with the whole team"),
+    ("Priya", "2026-10-01T09:00:00Z", "from today the team standup is at 10:00 every day"),
+    ("Jonah", "2026-10-01T09:02:00Z", "👍"),
+    ("Jonah", "2026-10-02T09:02:00Z", "Priya RIP"),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("currency") / "st"
+    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": "c"} for s, t, x in TURNS],
+               store=str(path), embedder=EMB)
+    return path
+
+
+def _texts(path, query, **cfg):
+    with Store.open(path) as s:
+        out = recall(s, query, EMB.encode([query])[0], RecallConfig(k=6, **cfg),
+                     graphview.build(s))
+    return out, [r["text"] for r in out["results"]]
+
+
+@pytest.mark.parametrize("query, now", [
+    ("Where does Dana live now?", True), ("When is the design review?", True),
+    ("Who currently owns the billing migration?", True), ("Is Dana still vegetarian?", True),
+    ("What time is standup?", True),
+    ("When did Dana move to Leeds?", False), ("What was the original date?", False),
+    ("Where did she live before?", False), ("What are Melanie's hobbies?", False),
+])
+def test_questions_about_now(query, now):
+    assert asks_about_now(query) is now
+
+
+def test_the_newest_version_comes_first(store):
+    new, old = TURNS[3][2], TURNS[0][2]
+    _, plain = _texts(store, "What time is the team standup every day?", lambda_superseded=0.0)
+    assert plain.index(old) < plain.index(new)  # the older line matches a little better
+    _, ranked = _texts(store, "What time is the team standup every day?")
+    assert ranked.index(new) < ranked.index(old)
+    _, past = _texts(store, "What time was the team standup originally, every day?")
+    assert past.index(old) < past.index(new)  # a question about the past keeps the order
+
+
+def test_chatter_does_not_win_by_a_name(store):
+    _, plain = _texts(store, "Priya RIP team standup", lambda_chatter=0.0, gate=False)
+    _, ranked = _texts(store, "Priya RIP team standup", gate=False)
+    assert ranked.index("Priya RIP") > plain.index("Priya RIP")
+
+
+@pytest.mark.parametrize("query, words", [
+    ("What is Dana's blood type?", ["blood", "type"]),
+    ("What caused INC-412?", ["caused", "412"]),
+    ("When did Caroline go in 2023?", []),
+    ("What did Femi say about the budget?", ["budget"]),
+])
+def test_topic_words(query, words):
+    assert topic_words(query) == words
+
+
+def test_a_question_about_an_unknown_topic_is_refused(store):
+    out, _ = _texts(store, "What is Priya's blood type?")
+    assert out["rejected"] and out["topic"] == {"unknown": ["blood", "type"]}
+    out, _ = _texts(store, "What is Priya's blood type?", topic_check=False)
+    assert "topic" not in out
+    out, texts = _texts(store, "When is Priya's standup?")  # a known topic: answered
+    assert not out["rejected"] and texts
