@@ -208,7 +208,8 @@ def run(args) -> dict:
                 for q, qv in zip(questions, qvecs):
                     def call(q=q, qv=qv, **over):
                         c = dataclasses.replace(cfg, **over) if over else cfg
-                        return recall(store, q["question"], qv, c, arrays, now_ms=built["now_ms"])
+                        return recall(store, q["question"], qv, c, arrays,
+                                      now_ms=built["now_ms"], embed=embedder.encode)
 
                     rec = score(q, call, built["lines_of"], args.as_of_field)
                     recs.append(rec)

@@ -384,7 +384,8 @@ def run(args) -> dict:
                     rec = {"cat": cat, "conv": sid}
                     for label, vcfg in variants:
                         t = time.perf_counter()
-                        r = recall(store, qa["question"], qv, vcfg, arrays, now_ms=now_ms)
+                        r = recall(store, qa["question"], qv, vcfg, arrays, now_ms=now_ms,
+                                   embed=embedder.encode)  # the topic check's words
                         if label == "as_configured":
                             latency[name].append((time.perf_counter() - t) * 1000)
                         got = [dia_of_id[x["id"]] for x in r["results"]]

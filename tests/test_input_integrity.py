@@ -143,3 +143,11 @@ def test_as_of_hides_later_memories_and_touches_nothing(store):
                                                    "Tomás moved to Berlin in week 1"}
     r = run_cli(["recall", "x", "--as-of", "2026-10-02", "--until", "2026-10-03"], store)
     assert_clean_failure(r, 2)
+
+
+@pytest.mark.parametrize("value", [b'{"a": 1}', b"[1]", b"3"])
+def test_a_type_that_is_not_a_string_is_one_clear_error(tmp_path, value):
+    """Found by the input fuzzer (tests/fuzz_regressions/all-crash-f8e1bc24a3e0.bin): an
+    object as `type` was a TypeError, exit 70."""
+    lines = assert_clean_failure(ingest(tmp_path / "st", b'{"text": "a", "type": ' + value + b"}\n"), 65)
+    assert "`type`" in lines[0]

@@ -90,6 +90,9 @@ SETTINGS: tuple[Setting, ...] = (
       "below this", "recall"),
     S("gate", "topic_check", bool, True, "refuse a query none of whose topic words (not "
       "names, not question words) occurs in the store in any form", "recall"),
+    S("gate", "topic_sim", float, 0.2, "topic check: a topic word the store does not use "
+      "still counts as known at this cosine to one of the top memories (pet ~ dog)", "recall",
+      -1, 1),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
       "speaker's statement answers it better (engine/attribution.py)", "recall"),
     S("gate", "tau_attribution", float, 0.25, "relative margin (share of the best match) by "

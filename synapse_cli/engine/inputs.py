@@ -148,7 +148,7 @@ def item_from_object(obj, where: str) -> Item:
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or len(tags) > 64:
         raise InputError(where, "`tags` must be a list of at most 64 strings")
     kind = obj.get("type", "episodic")
-    if kind not in TYPES:
+    if not isinstance(kind, str) or kind not in TYPES:  # a dict or list is unhashable
         raise InputError(where, f"`type` {kind!r} must be one of {', '.join(TYPES)}")
     meta = obj.get("meta", {})
     if not isinstance(meta, dict):

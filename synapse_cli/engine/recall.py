@@ -122,6 +122,7 @@ class RecallConfig:
     # The gate's topic check (engine/topic.py): "no record" when no topic word of the query
     # occurs in the store in any form.
     topic_check: bool = True
+    topic_sim: float = 0.2       # cosine of a topic word to a top memory that counts as known
     attribution_depth: int = 10
     rrf_k: int = 60
     # ecphory mode (seed 002 Algorithm 1 and Table 5; engine/ecphory.py)
@@ -409,7 +410,8 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
            arrays: graphview.RecallArrays | None = None, now_ms: int | None = None,
            embed=None) -> dict:
     """Answer one query; returns the JSON-ready result (see README "recall output").
-    `embed(texts)`: the store's embedder, for modes that embed more than the query (ecphory)."""
+    `embed(texts)`: the store's embedder, for what embeds more than the query (ecphory's cue,
+    the topic check's words; without it the topic check is lexical only)."""
     from .filters import check_filters
 
     check_filters(cfg)
@@ -468,10 +470,13 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     results, verdict, unknown = [], None, None
     if not rejected and cfg.gate and cfg.mode == "synapse" and cfg.topic_check \
             and store.manifest.bm25 is not None:
+        from .synaptic import vectors
         from .topic import unknown_topic
 
         unknown = unknown_topic(query, _bm25_index(store, arrays.cache, arrays.ids,
-                                                   np.isfinite(sig.sim)))
+                                                   np.isfinite(sig.sim)),
+                                embed, vectors(store, top[: cfg.attribution_depth]),
+                                cfg.topic_sim)
         rejected = unknown is not None
     if not rejected:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies

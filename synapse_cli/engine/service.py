@@ -54,7 +54,8 @@ class Recaller:
         vec = self.embedder.encode([query])[0]
         for attempt in range(READ_RETRIES + 1):
             try:
-                result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms)
+                result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms,
+                                embed=self.embedder.encode)
                 break
             except (CorruptStore, StoreIOError) as exc:
                 # A writer committed after we read the manifest (a compaction deleted a file

@@ -36,10 +36,19 @@ def topic_words(query: str) -> list[str]:
                             and not w.isdigit() and len(w) > 1)]
 
 
-def unknown_topic(query: str, index) -> list[str] | None:
+def unknown_topic(query: str, index, embed=None, memories=None,
+                  min_sim: float = 0.2) -> list[str] | None:
     """The topic words of `query` when the store knows none of them (then the gate says "no
-    record"), else None. A query without topic words is never refused here."""
+    record"), else None. A query without topic words is never refused here.
+
+    With `embed` (texts -> unit vectors) and `memories` (unit vectors of the best candidates),
+    a word the store does not use still counts as known when its vector has cosine >=
+    `min_sim` to one of those memories: "pet" to "adopting a rescue dog" (0.25), where "blood"
+    to anything a chat about flats and dentists says stays below 0.1 (MiniLM)."""
     words = topic_words(query)
     if not words or any(index.knows(w) for w in words):
         return None
+    if embed is not None and memories is not None and len(memories):
+        if float((embed(words) @ memories.T).max()) >= min_sim:
+            return None
     return words
