@@ -70,5 +70,6 @@ def check_filters(cfg) -> None:
     if isinstance(cfg.types, str) or any(t not in TYPE_BITS for t in cfg.types):
         raise ConfigError(f"types must be a list of {', '.join(TYPE_BITS)}", usage=True)
     if cfg.since_ms is not None and cfg.until_ms is not None and cfg.since_ms > cfg.until_ms:
-        raise ConfigError("the time window ends before it starts (since is later than until)", usage=True,
+        raise ConfigError("the time window ends before it starts (since is later than until)",
+                          usage=True,
                           hint="swap the two times")

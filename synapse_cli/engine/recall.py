@@ -180,8 +180,9 @@ class Signals:
 def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int,
           cache: dict | None = None):
     """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned
-    or filtered out (tags exactly: engine/filters.py). `cache` (RecallArrays.cache) keeps each segment's int8 vector norms from
-    the first query of a snapshot, so later scans make one pass over each vector, not two (a
+    or filtered out (tags exactly: engine/filters.py). `cache` (RecallArrays.cache) keeps each
+    segment's int8 vector norms from the first query of a snapshot, so later scans make one
+    pass over each vector, not two (a
     vector rewritten in place after that, e.g. a semantic node's EMA update, keeps its old norm
     until the next snapshot, like the graph and BM25 do)."""
     from ..kernels.header_scan import scan
