@@ -50,10 +50,8 @@ def record(record_id: int = typer.Argument(..., metavar="ID", help="Record id.")
         raise UserError(f"no record with id {record_id} in this store", code=DATAERR,
                         hint="`synapse inspect --json` shows the ids in use") from None
     if output.Out.want_table() and not json:
-        import sys
-
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))  # see output.emit
-        output.stdout_console().print_json(data=info)
+        # through output.dumps, which handles records nested deeper than orjson allows
+        output.stdout_console().print_json(output.dumps(info).decode("utf-8"))
     else:
         output.emit(info)
 

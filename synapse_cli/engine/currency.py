@@ -18,11 +18,8 @@ import re
 
 import numpy as np
 
-_PAST = re.compile(r"\b(when did|did|was|were|used to|first|originally|original|initially|"
-                   r"before|previous|previously|earlier|at first|old|former|formerly|ago)\b",
-                   re.IGNORECASE)
-
-
+_PAST = re.compile(r"\b(did|was|were|used to|first|originally|original|initially|before|"
+                   r"previous|previously|earlier|old|former|formerly|ago)\b", re.IGNORECASE)
 _NOW = re.compile(r"\b(now|currently|current|still|anymore|any more|latest|these days|"
                   r"nowadays|at the moment|right now)\b", re.IGNORECASE)
 # one state in the present tense: "where does X live", "what is X's plan", "who owns"; not a
@@ -46,10 +43,9 @@ def chatter_penalty(store, arrays, cfg) -> np.ndarray | None:
         return None
     key = ("chatter", cfg.content_tokens)
     if key not in arrays.cache:
-        from .recall import _bm25_index
+        from .recall import bm25_open
 
-        index = _bm25_index(store, arrays.cache, arrays.ids, np.ones(len(arrays.ids), bool))
-        rec, dl = index.doc_lengths()
+        rec, dl = bm25_open(store, arrays.cache).doc_lengths()  # the live set does not matter
         short = np.zeros(len(arrays.ids), np.float64)
         pos = np.searchsorted(arrays.ids, rec)
         ok = pos < len(arrays.ids)
@@ -64,10 +60,10 @@ def superseded_penalty(store, arrays, cfg, query: str, top: np.ndarray) -> np.nd
     candidates that a newer one among them restates; None when nothing changes."""
     if cfg.lambda_superseded <= 0 or len(top) < 2 or not asks_about_now(query):
         return None
-    from .synaptic import vectors
+    from .graphview import unit_vectors
 
     top = np.asarray(top[: cfg.version_depth], np.int64)
-    v = vectors(store, top)
+    v = unit_vectors(store, top)
     same = (v @ v.T) >= cfg.version_sim
     ts = arrays.timestamps[top]
     newer = ts[None, :] > ts[:, None]          # [i, j]: j is newer than i

@@ -10,6 +10,7 @@ import numpy as np
 from store_format import dormancy as dm
 from store_format import flags as fl
 from store_format import spikes as sp
+from store_format.headers import HEADER_BYTES
 
 from .store import Store
 
@@ -67,6 +68,30 @@ def subgraph(graph: tuple, keep: np.ndarray) -> tuple[np.ndarray, ...]:
     out = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src[ok], minlength=n), out=out[1:])
     return out, indices[ok], weights[ok], types[ok]
+
+
+def unit_vectors(store: Store, pos: np.ndarray) -> np.ndarray:
+    """Unit float32 vectors [len(pos), dim] of the records at positions `pos` (int8
+    dequantised), positions in recall's order (non-empty segments, one after the other)."""
+    segs, start = [], 0
+    for s in store.segments:
+        if s.n:
+            segs.append((s, start))
+            start += s.n
+    starts = np.array([b for _, b in segs], np.int64)
+    pos = np.asarray(pos, np.int64)
+    dim = store.manifest.dim
+    out = np.zeros((len(pos), dim), np.float32)
+    which = np.searchsorted(starts, pos, side="right") - 1
+    for k, (s, b) in enumerate(segs):
+        rows = np.flatnonzero(which == k)
+        if not len(rows):
+            continue
+        hb = HEADER_BYTES[s.header.header_version]
+        rec = np.asarray(s.raw)[pos[rows] - b]
+        out[rows] = rec[:, hb:hb + dim].view(np.int8).astype(np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.maximum(norms, 1e-12)
 
 
 def build(store: Store) -> RecallArrays:

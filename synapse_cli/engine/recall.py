@@ -223,16 +223,22 @@ def walled(cfg: RecallConfig) -> bool:
     return bool(cfg.tags) or cfg.since_ms is not None or cfg.until_ms is not None
 
 
+def bm25_open(store: Store, cache: dict):
+    """The store's BM25 index, opened once per snapshot, whatever its live set (for what does
+    not depend on it: the vocabulary, document lengths)."""
+    from ..models.bm25 import BM25Index
+
+    if "bm25" not in cache:
+        cache["bm25"] = BM25Index.open(store.path, store.manifest.bm25)
+        cache["bm25_live"] = None  # a fresh index has every record live
+    return cache["bm25"]
+
+
 def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
     """The store's BM25 index, opened once per snapshot (`cache` lives on the RecallArrays),
     restricted to the records that passed the scan; its statistics are recomputed only when
     that set changes from one query to the next."""
-    from ..models.bm25 import BM25Index
-
-    index = cache.get("bm25")
-    if index is None:
-        index = cache["bm25"] = BM25Index.open(store.path, store.manifest.bm25)
-        cache["bm25_live"] = None  # a fresh index has every record live
+    index = bm25_open(store, cache)
     live = None if passed.all() else passed
     prev = cache["bm25_live"]
     if not (live is None and prev is None) and not (
@@ -471,13 +477,11 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     results, verdict, unknown = [], None, None
     if not rejected and cfg.gate and cfg.mode == "synapse" and cfg.topic_check \
             and store.manifest.bm25 is not None:
-        from .synaptic import vectors
         from .topic import unknown_topic
 
-        unknown = unknown_topic(query, _bm25_index(store, arrays.cache, arrays.ids,
-                                                   np.isfinite(sig.sim)),
-                                embed, vectors(store, top[: cfg.attribution_depth]),
-                                cfg.topic_sim)
+        unknown = unknown_topic(
+            query, bm25_open(store, arrays.cache), embed,
+            lambda: graphview.unit_vectors(store, top[: cfg.attribution_depth]), cfg.topic_sim)
         rejected = unknown is not None
     if not rejected:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies

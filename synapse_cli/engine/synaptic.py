@@ -32,7 +32,6 @@ from store_format import flags as fl
 from . import graphview
 from .store import Store
 
-HEADER_BYTES = {1: 32, 2: 48, 3: 64}
 
 
 @dataclass
@@ -83,34 +82,6 @@ class Propagation:
     temporal: np.ndarray    # f64 [n], T(parent, node) on the edge that delivered the stimulus
     potential: np.ndarray   # f64 [n], membrane potential (0 for filtered records)
     fired: np.ndarray       # bool [n]
-
-
-def _positions(store: Store):
-    """(segment, first position) of every non-empty segment, in recall's position order."""
-    out, start = [], 0
-    for s in store.segments:
-        if s.n:
-            out.append((s, start))
-            start += s.n
-    return out
-
-
-def vectors(store: Store, pos: np.ndarray) -> np.ndarray:
-    """Unit float32 vectors [len(pos), dim] of records at positions `pos` (int8 dequantised)."""
-    segs = _positions(store)
-    starts = np.array([b for _, b in segs], np.int64)
-    dim = store.manifest.dim
-    out = np.zeros((len(pos), dim), np.float32)
-    which = np.searchsorted(starts, pos, side="right") - 1
-    for k, (s, b) in enumerate(segs):
-        rows = np.flatnonzero(which == k)
-        if not len(rows):
-            continue
-        hb = HEADER_BYTES[s.header.header_version]
-        rec = np.asarray(s.raw)[pos[rows] - b]
-        out[rows] = rec[:, hb:hb + dim].view(np.int8).astype(np.float32)
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.maximum(norms, 1e-12)
 
 
 def _trains(arrays: graphview.RecallArrays, sc: SynapticConfig, now_ms: int):
@@ -185,14 +156,15 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
         best = np.zeros(n)
         best_parent = np.full(n, -1, np.int64)
         best_t = np.zeros(n)
-        pvec = vectors(store, parents)
+        pvec = graphview.unit_vectors(store, parents)
         if sc.propagation == "centroid":                          # appendix D
             centroid = pvec.mean(axis=0)
             centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
             csim, _, _ = _scan(store, centroid, cfg, now_ms, arrays.cache)
             cand = np.flatnonzero(np.isfinite(csim) & ~seen & (csim > sc.cos_th))
             if len(cand):
-                cos = (pvec @ vectors(store, cand).T).astype(np.float64)  # [parents, cand]
+                cand_vec = graphview.unit_vectors(store, cand)
+                cos = (pvec @ cand_vec.T).astype(np.float64)  # [parents, cand]
                 src = np.repeat(parents, len(cand))
                 dst = np.tile(cand, len(parents))
                 s, t = deliver(src, dst, cos.ravel(), np.repeat(stim[parents], len(cand)))

@@ -4,9 +4,12 @@ are close and activation flows; but no memory says "blood" or "type". A question
 words (not names, not question or filler words) are all missing from the store's BM25
 vocabulary, in every form (conflate.py), is rejected.
 
-The check is lexical on purpose: the store's own vocabulary is a per-store statistic, so it
-needs no threshold calibrated on one data set. It cannot refuse a question whose words the store
-does use for something else ("What breed is the cat?" in a store that mentions cats).
+The check is lexical first: the store's own vocabulary is a per-store statistic, not a
+threshold calibrated on one data set. Synonyms are the exception ("Does anyone have a pet?"
+in a store that says "rescue dog"), so a word the store does not use still counts as known when
+its embedding is close to one of the top memories (`topic_sim`, the one threshold). It cannot
+refuse a question whose words the store uses for something else ("What breed is the cat?" in a
+store that mentions cats).
 """
 from __future__ import annotations
 
@@ -41,14 +44,16 @@ def unknown_topic(query: str, index, embed=None, memories=None,
     """The topic words of `query` when the store knows none of them (then the gate says "no
     record"), else None. A query without topic words is never refused here.
 
-    With `embed` (texts -> unit vectors) and `memories` (unit vectors of the best candidates),
+    With `embed` (texts -> unit vectors) and `memories` (a function returning the unit vectors
+    of the best candidates, called only when the words are unknown),
     a word the store does not use still counts as known when its vector has cosine >=
     `min_sim` to one of those memories: "pet" to "adopting a rescue dog" (0.25), where "blood"
     to anything a chat about flats and dentists says stays below 0.1 (MiniLM)."""
     words = topic_words(query)
     if not words or any(index.knows(w) for w in words):
         return None
-    if embed is not None and memories is not None and len(memories):
-        if float((embed(words) @ memories.T).max()) >= min_sim:
+    if embed is not None and memories is not None:
+        vecs = memories()
+        if len(vecs) and float((embed(words) @ vecs.T).max()) >= min_sim:
             return None
     return words
