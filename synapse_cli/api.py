@@ -29,7 +29,9 @@ from .models.extractor import ModelNotFound, ModelUnusable
 from .engine.paths import resolve_store
 from .engine.service import Recaller
 
-__all__ = ["ingest", "consolidate", "recall", "Recaller", "settings", "InputError",
+__all__ = ["ingest", "consolidate", "recall", "Recaller", "settings", "prune", "restore", "mark",
+           "inspect", "inspect_record", "verify", "migrate", "nodes", "node", "recall_with",
+           "load_extractor", "InputError",
            "ConfigError", "ModelNotFound", "ModelUnusable", "StoreError"]
 
 _BY_KEY = {s.key: s.name for s in config.SETTINGS}
@@ -118,26 +120,34 @@ def check_gguf(path: str) -> None:
         raise ModelUnusable(f"model {path}: not a GGUF file (it does not start with \"GGUF\")")
 
 
+def load_extractor(store=None, **overrides):
+    """The extraction model `consolidate` uses, as the settings choose it (loaded on its
+    first cache miss). Pass it to `run_consolidate(extractor=...)` to keep it across runs."""
+    from .engine.extract_cache import model_sha256
+    from .models.extractor import LlamaExtractor
+
+    s = settings(**overrides)
+    path = model_path(s["extraction.model"])
+    return LlamaExtractor(path, threads=s["extraction.threads"],
+                          model_sha256=model_sha256(resolve_store(store), path))
+
+
 def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: float | None = None,
                     progress=None, extractor=None, embedder=None, **overrides):
     """Consolidate the store; returns a `ConsolidateResult` (see `consolidate`)."""
     from .engine.consolidate import ConsolidateConfig, consolidate as run
-    from .engine.extract_cache import model_sha256
     from .engine.store import StoreWriter
     from .models.embedder import get_embedder
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     s = settings(**overrides)
-    path = model_path(s["extraction.model"]) if extractor is None else None
+    if extractor is None:
+        model_path(s["extraction.model"])  # a missing or foreign model file: before the lock
     cfg = ConsolidateConfig(**s.kwargs("consolidate"), max_seconds=max_seconds)
     with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
         embedder = embedder or get_embedder()
         _check_embedder(w, embedder)
-        if extractor is None:
-            from .models.extractor import LlamaExtractor
-
-            extractor = LlamaExtractor(path, threads=s["extraction.threads"],
-                                       model_sha256=model_sha256(w.path, path))
+        extractor = extractor or load_extractor(w.path, **overrides)
         return run(w, extractor, embedder, cfg, progress=progress)
 
 
@@ -149,11 +159,20 @@ def consolidate(store=None, **kwargs) -> dict:
     return run_consolidate(store, **kwargs).as_dict()
 
 
-def recall(query: str, store=None, *, touch: bool = True, embedder=None, **kwargs) -> dict:
+def recall(query: str, store=None, *, touch: bool = True, embedder=None,
+           now_ms: int | None = None, **kwargs) -> dict:
     """The memories that matter for `query`: `{"query", "rejected", "confidence", "results"}`.
 
     Keyword arguments are settings (`k`, `mode`, `alpha`, `tau_gate`, ...) or other
-    `RecallConfig` fields (`explain`, `types`, `tags`, `since_ms`, `until_ms`)."""
+    `RecallConfig` fields (`explain`, `types`, `tags`, `since_ms`, `until_ms`). `now_ms`
+    answers as at that time (with `until_ms` = `now_ms` and `touch=False`: `recall --as-of`)."""
+    with Recaller(resolve_store(store), embedder=embedder) as r:
+        return recall_with(r, query, touch=touch, now_ms=now_ms, **kwargs)
+
+
+def recall_with(recaller: Recaller, query: str, *, touch: bool = True, now_ms: int | None = None,
+                **kwargs) -> dict:
+    """`recall` on an open `Recaller` (the embedder and graph loaded once for many queries)."""
     from .engine.recall import RecallConfig
 
     if not isinstance(query, str) or not query.strip():
@@ -164,10 +183,144 @@ def recall(query: str, store=None, *, touch: bool = True, embedder=None, **kwarg
         raise ConfigError(f"unknown setting(s) or option(s): {', '.join(sorted(unknown))}",
                           usage=True, hint="`synapse config` lists every setting")
     cfg = RecallConfig(**{**settings(**overrides).kwargs("recall"), **rest})
-    with Recaller(resolve_store(store), embedder=embedder) as r:
-        return r.recall(query, cfg, touch=touch)
+    return recaller.recall(query, cfg, touch=touch, now_ms=now_ms)
 
 
 def store_path(store=None) -> Path:
     """Where the store is: `store`, else `$SYNAPSE_HOME`, else `$XDG_DATA_HOME/synapse`."""
     return resolve_store(store)
+
+
+# --- keeping the store healthy: what prune, mark, inspect and migrate do ----------------------
+
+
+def _require_records(store_obj, ids) -> None:
+    """An id the store does not hold (never, or no longer after compaction) is an error
+    before anything changes, as in `synapse mark` and `synapse prune --id`."""
+    for rid in ids:
+        try:
+            store_obj.locate(int(rid))
+        except KeyError:
+            raise InputError(f"id {rid}", "no record with this id in the store (ids are in the "
+                                          "output of ingest and recall)") from None
+
+
+def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), query: str | None = None,
+          min_similarity: float = 0.45, before_ms: int | None = None,
+          decayed_below: float | None = None, at_ms: int | None = None, dormant: bool = False,
+          low_utility_below: float | None = None, match: str = "any", dry_run: bool = False,
+          compact: bool = False, purge: bool = False, lock_timeout: float = 30.0,
+          embedder=None) -> dict:
+    """Forget memories: records matching the policies go to the trash (recall ignores them,
+    `restore` brings them back); `compact` empties the trash, `purge` also deletes every other
+    copy. Pinned records are never pruned, unresolved ones only by id. Returns what
+    `synapse prune --json` prints; with `dry_run` nothing changes."""
+    from .engine import prune as pr
+    from .engine.store import Store, StoreWriter
+
+    policy = pr.PrunePolicy(decayed_below=decayed_below, at_ms=at_ms, dormant=dormant,
+                            low_utility_below=low_utility_below, before_ms=before_ms,
+                            ids=tuple(int(i) for i in ids), tags=tuple(tags), query=query,
+                            min_similarity=min_similarity, match=match)
+    path = resolve_store(store)
+    opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
+    with opened as w:
+        _require_records(w, policy.ids)
+        sel = pr.select(w, policy, embedder) if policy.active() else pr.Selection()
+        if dry_run:
+            return {"dry_run": True, **(sel.as_dict() if policy.active() else {})}
+        return pr.prune(w, policy, compact_after=compact, purge=purge, selection=sel)
+
+
+def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:
+    """Take records out of the trash: `{"restored", "not_in_trash", "not_found"}`."""
+    from .engine import prune as pr
+    from .engine.store import StoreWriter
+
+    ids = [int(i) for i in ids]
+    with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
+        _require_records(w, ids)
+        return pr.restore(w, ids)
+
+
+def mark(ids: Iterable[int], store=None, *, pin: bool | None = None, resolve: bool | None = None,
+         restore_dormant: bool = False, lock_timeout: float = 30.0) -> list[dict]:
+    """Pin/unpin (pinned records never decay and are never pruned), resolve/unresolve, bring
+    dormant nodes back; returns each record's flags, as `synapse mark --json`."""
+    from .engine import prune as pr
+    from .engine.store import StoreWriter
+
+    ids = [int(i) for i in ids]
+    with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
+        _require_records(w, ids)
+        try:
+            return pr.mark(w, ids, pin=pin, resolve=resolve, restore_dormant=restore_dormant)
+        except pr.InTrash as exc:
+            raise InputError(f"id {exc.args[0]}", "the record is in the trash; restore it "
+                                                  "before pinning it") from None
+
+
+def inspect(store=None) -> dict:
+    """Records by type and flag, segments, header version, edges by type, bytes on disk."""
+    from .engine.inspect import summary
+    from .engine.store import read_retrying
+
+    return read_retrying(resolve_store(store), summary)
+
+
+def inspect_record(record_id: int, store=None) -> dict:
+    """Every header field decoded, the payload and the edges of one record."""
+    from .engine.inspect import record
+    from .engine.store import read_retrying
+
+    def build(s):
+        _require_records(s, [record_id])
+        return record(s, int(record_id))
+    return read_retrying(resolve_store(store), build)
+
+
+def verify(store=None) -> dict:
+    """Walk every checksum and invariant; `{"ok": bool, "problems": [...], ...}`."""
+    from .engine.verify import verify as run
+
+    return run(resolve_store(store)).as_dict()
+
+
+def migrate(header: int, store=None, *, dry_run: bool = False, lock_timeout: float = 30.0) -> dict:
+    """Rewrite every segment in header layout `header` (1, 2 or 3), atomically; a downgrade
+    drops the fields the target lacks (the plan says which). Returns the plan."""
+    from store_format import migration
+    from .engine.store import Store, StoreWriter
+
+    if header not in (1, 2, 3):
+        raise ConfigError(f"header {header!r}: expected 1, 2 or 3", usage=True)
+    path = resolve_store(store)
+    opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
+    with opened as w:
+        plan = migration.plan(w.path, w.manifest, header)
+        if not dry_run:
+            migration.migrate(w.path, w.manifest, header)
+    return plan.as_dict() | {"dry_run": dry_run}
+
+
+def nodes(name: str = "", store=None, *, limit: int = 20) -> list[dict]:
+    """Semantic nodes (what consolidation extracted) whose name contains `name`: id, name,
+    type, description and how many episodes mention each; exact names first."""
+    from .engine.nodes import find
+    from .engine.store import read_retrying
+
+    return read_retrying(resolve_store(store), lambda s: find(s, name, limit))
+
+
+def node(node_id: int, store=None) -> dict:
+    """One semantic node with its relations, linked nodes and the episodes it came from."""
+    from .engine.nodes import node as build
+    from .engine.store import read_retrying
+
+    def one(s):
+        _require_records(s, [node_id])
+        try:
+            return build(s, int(node_id))
+        except ValueError as exc:
+            raise InputError(f"id {node_id}", str(exc)) from None
+    return read_retrying(resolve_store(store), one)

@@ -60,10 +60,10 @@ def main(
 
 def _register() -> None:
     from . import (completion_cmd, config_cmd, consolidate_cmd, ingest_cmd, inspect_cmd, mark_cmd,
-                   migrate_cmd, prune_cmd, recall_cmd)
+                   mcp_cmd, migrate_cmd, prune_cmd, recall_cmd)
 
     for module in (ingest_cmd, consolidate_cmd, recall_cmd, inspect_cmd, migrate_cmd, prune_cmd,
-                   mark_cmd, config_cmd, completion_cmd):
+                   mark_cmd, mcp_cmd, config_cmd, completion_cmd):
         module.register(app)
 
 

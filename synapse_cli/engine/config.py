@@ -194,6 +194,12 @@ SETTINGS: tuple[Setting, ...] = (
       -1, 1),
     S("gating", "default_importance", float, 1.0, "importance of items that give none", "ingest",
       0.05, 10, flag="--importance"),
+    S("mcp", "recall_k", int, 10, "synapse mcp: how many memories a recall returns when the "
+      "agent gives no k", None, 1, 1000),
+    S("mcp", "consolidate_seconds", float, 10.0, "synapse mcp: time budget of a consolidate "
+      "call that gives none", None, 0.1),
+    S("mcp", "write_wait", float, 5.0, "synapse mcp: seconds a write waits for another writer "
+      "(e.g. the cron consolidate) before it returns a busy error", None, 0),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

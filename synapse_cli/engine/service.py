@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from store_format import manifest as mf
 from store_format import spikes
 from store_format.errors import CorruptStore, LockTimeout, StoreIOError
 
@@ -25,6 +26,7 @@ class Recaller:
         self._embedder = embedder
         self._arrays = None
         self.touch_error: str | None = None  # the OS's reason, when a touch failed (any query)
+        self._own_generation: int | None = None  # the commit of our last touch, if only ours
 
     @property
     def embedder(self):
@@ -84,7 +86,11 @@ class Recaller:
                 if others:
                     w.add_spikes(others, int(time.time() * 1000) if now_ms is None else now_ms,
                                  spikes.STIMULUS)
-                w.commit()  # the recall spikes (FORMAT.md 15)
+                m = w.commit()  # the recall spikes (FORMAT.md 15)
+            # the next commit after our snapshot: nobody else wrote in between (see refresh)
+            mine = (m.store_id == self.store.manifest.store_id
+                    and m.generation == self.store.manifest.generation + 1)
+            self._own_generation = m.generation if mine else None
             return True
         except LockTimeout:
             return False  # a writer is busy: recall does not wait for it
@@ -92,6 +98,26 @@ class Recaller:
             # A read-only or full file system: the answer matters more than the rehearsal.
             self.touch_error = str(exc)
             return False
+
+    def refresh(self) -> bool:
+        """Move to the store as committed now, for a long-lived Recaller (`synapse mcp`);
+        returns whether anything changed. When the only commit since the snapshot is this
+        Recaller's own touch (recall counts rewritten in place, spikes logged), the graph
+        arrays and their caches stay and only the spike log is read again."""
+        m = mf.read_manifest(self.path, check_files=False)
+        if (m.store_id, m.generation) == (self.store.manifest.store_id,
+                                          self.store.manifest.generation):
+            return False
+        own = m.generation == self._own_generation and m.store_id == self.store.manifest.store_id
+        old, self.store = self.store, Store.open(self.path)
+        old.close()
+        if own and self._arrays is not None:
+            self._arrays.spikes = self.store.spike_entries()
+            self._arrays.cache.pop("spike_trains", None)
+        else:
+            self._arrays = None
+        self._own_generation = None
+        return True
 
     def close(self) -> None:
         self.store.close()

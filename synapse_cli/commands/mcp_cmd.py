@@ -1,0 +1,107 @@
+"""`synapse mcp`: serve the store to agents over the Model Context Protocol (mcp_server.py)."""
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import stat
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import output
+from .common import store_path
+from .exits import NOINPUT, USAGE, UserError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)
+
+
+def mcp(
+    http: Optional[str] = typer.Option(
+        None, "--http", metavar="HOST:PORT",
+        help="Serve over streamable HTTP at http://HOST:PORT/mcp (several agents sharing one "
+             "store) instead of stdio. HOST must be a loopback address unless --allow-remote."),
+    allow_remote: bool = typer.Option(
+        False, "--allow-remote",
+        help="Allow a HOST other than loopback; needs --token-file."),
+    token_file: Optional[Path] = typer.Option(
+        None, "--token-file", metavar="FILE",
+        help="Require `Authorization: Bearer <token>` on every HTTP request; FILE holds the "
+             "token (one line, kept private: chmod 600)."),
+) -> None:
+    """Serve this store's memory to agents over the Model Context Protocol.
+
+    Tools: remember, recall, forget, restore, pin, unpin, memory_status, find_nodes,
+    open_node, consolidate. Resources: synapse://status, synapse://record/{id}. The store is
+    fixed when the server starts (--store / $SYNAPSE_HOME); no tool can name another one.
+    Over stdio (the default, how desktop clients launch it) stdout is the protocol and
+    messages go to stderr. Stops on end of input, SIGINT or SIGTERM.
+
+    Example: claude mcp add synapse -- synapse --store ~/agent-memory mcp
+    Example: synapse mcp --http 127.0.0.1:8765
+    """
+    from .. import mcp_server
+
+    path = store_path().resolve()
+    address = _address(http, allow_remote, token_file) if http is not None else None
+    if token_file is not None and address is None:
+        raise UserError("--token-file applies to --http only (stdio has no network side)",
+                        code=USAGE)
+    token = _token(token_file) if token_file is not None else None
+    # SIGTERM ends the server the way SIGINT does: no half-finished write survives either
+    # (each commit is atomic), and the exit is quiet.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        mcp_server.serve(path, address, token)
+    except KeyboardInterrupt:
+        pass
+    output.warn("synapse mcp: stopped")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _address(http: str, allow_remote: bool, token_file: Optional[Path]) -> tuple[str, int]:
+    host, sep, port = http.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"--http {http!r}: expected HOST:PORT, e.g. 127.0.0.1:8765", code=USAGE)
+    if not _is_loopback(host):
+        if not allow_remote:
+            raise UserError(f"--http {host}: not a loopback address; serving the memory to the "
+                            "network needs --allow-remote and --token-file", code=USAGE)
+        if token_file is None:
+            raise UserError(f"--http {host} with --allow-remote: a --token-file is required "
+                            "(anyone who can reach the port could read and erase the memory)",
+                            code=USAGE)
+    return host, int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _token(path: Path) -> str:
+    try:
+        text = path.read_text("utf-8").strip()
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UserError(f"--token-file {path}: no such file", code=NOINPUT) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--token-file {path}: cannot read it ({exc})", code=USAGE) from None
+    if len(text) < 16 or any(c.isspace() for c in text):
+        raise UserError(f"--token-file {path}: the token must be one word of at least 16 "
+                        "characters", code=USAGE, hint="python3 -c 'import secrets; "
+                                                       "print(secrets.token_urlsafe(32))' > FILE")
+    if mode & (stat.S_IRWXG | stat.S_IRWXO) and os.name == "posix":
+        output.warn(f"synapse mcp: {path} can be read by other users (chmod 600 it)")
+    return text

@@ -1,0 +1,348 @@
+"""`synapse mcp`: one store's memory as Model Context Protocol tools, on the official SDK.
+
+Every tool calls the Python API (`synapse_cli.api`), which the CLI's commands call too: nothing
+is implemented twice. A long-lived server differs from the CLI in three ways, all here:
+- models load once, on the first call that needs them (the embedder, the extraction model);
+- one open Recaller serves every recall and is reopened when another process committed (a CLI
+  ingest, the cron consolidate), so each call sees the store as it is now;
+- the writer lock is taken inside a write call and released before it returns, and a write
+  waits at most `mcp.write_wait` seconds for another writer: the cron job is never starved.
+A user error is a tool error carrying the CLI's one-line message and hint; the server lives on.
+Logs go to stderr only: on stdio, stdout is the protocol.
+"""
+from __future__ import annotations
+
+import functools
+import hmac
+import inspect
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from typing_extensions import Required, TypedDict
+
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+
+from . import api
+from .commands.exits import INTERNAL, code_for, hint_for
+
+log = logging.getLogger("synapse.mcp")
+
+INSTRUCTIONS = (
+    "Long-term memory for this agent, kept on the user's machine. Call `recall` before you answer "
+    "anything that may depend on what was said or done earlier (preferences, facts about people, "
+    "plans, decisions); if it comes back with `rejected: true`, say you have no record of it "
+    "rather than guessing. Call `remember` with what is worth keeping after each exchange: one "
+    "memory per fact or event, with the speaker and, when you know it, the time it happened. "
+    "When a fact changes, remember the new statement; recall puts the current one first.")
+
+MemoryType = Literal["episodic", "semantic", "working", "procedural"]
+Mode = Literal["synapse", "vector", "bm25", "hybrid", "ecphory", "synaptic"]
+
+
+class MemoryIn(TypedDict, total=False):
+    """One memory, as one line of `synapse ingest` input."""
+
+    text: Required[str]
+    speaker: str
+    session: str
+    timestamp: str | int
+    tags: list[str]
+    meta: dict[str, Any]
+    type: MemoryType
+    importance: float
+    pinned: bool
+
+
+def _errors(failure: type[Exception]):
+    """Run a tool (or resource); any error becomes `failure` (the SDK's ToolError or
+    ResourceError, which the client gets as isError with this text): the CLI's one line and
+    hint for a user error, a pointer to stderr (where the traceback goes) for a bug."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except failure:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the one place a tool's errors are sorted
+                if isinstance(exc, api.InputError) or code_for(exc) != INTERNAL:
+                    hint = hint_for(exc)
+                    raise failure(str(exc) + (f" (hint: {hint})" if hint else "")) from None
+                log.exception("internal error in %s", fn.__name__)
+                raise failure("internal error (a bug in synapse); the server's stderr has the "
+                              "traceback") from None
+        return call
+    return wrap
+
+
+def _time(value: str | int | None, where: str) -> int | None:
+    """ISO 8601 text or epoch milliseconds -> epoch ms."""
+    if value is None:
+        return None
+    from .engine.inputs import parse_timestamp
+
+    return parse_timestamp(value, where)
+
+
+class Memory:
+    """What the tool calls share: the store (fixed at start), the models, one Recaller."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._embedder = None
+        self._extractor = None
+        self._recaller = None
+        self._models = threading.Lock()       # one load of each model
+        self._reading = threading.Lock()      # recalls share one Recaller
+        self._consolidating = threading.Lock()
+
+    def settings(self):
+        """Read at each call: a changed config file or variable applies without a restart."""
+        return api.settings()
+
+    def embedder(self):
+        with self._models:
+            if self._embedder is None:
+                from .models.embedder import get_embedder
+
+                self._embedder = get_embedder()
+            return self._embedder
+
+    def recall(self, query: str, touch: bool, **kwargs) -> dict:
+        from store_format.errors import StoreNotFound
+        from .engine.service import Recaller
+
+        embedder = self.embedder()
+        with self._reading:
+            try:
+                if self._recaller is None:
+                    self._recaller = Recaller(self.path, embedder=embedder)
+                else:
+                    self._recaller.refresh()  # what other processes committed since
+            except StoreNotFound:  # nothing remembered yet: no record of anything
+                return {"query": query, "rejected": True, "confidence": 0.0, "results": [],
+                        "note": "the store is empty: nothing has been remembered yet"}
+            return api.recall_with(self._recaller, query, touch=touch, **kwargs)
+
+    def consolidate(self, max_seconds: float) -> dict:
+        from store_format import manifest
+
+        manifest.read_manifest(self.path, check_files=False)  # StoreNotFound before the model
+        with self._consolidating:
+            if self._extractor is None:
+                self._extractor = api.load_extractor(self.path)
+            return api.run_consolidate(self.path, max_seconds=max_seconds,
+                                       extractor=self._extractor, embedder=self.embedder(),
+                                       lock_timeout=self.write_wait()).as_dict()
+
+    def write_wait(self) -> float:
+        return self.settings()["mcp.write_wait"]
+
+    def close(self) -> None:
+        if self._recaller is not None:
+            self._recaller.close()
+
+
+def build(path: Path):
+    """The MCPServer with synapse's tools and resources over the store at `path`."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    from . import __version__
+
+    mem = Memory(path)
+    server = MCPServer("synapse", version=__version__, instructions=INSTRUCTIONS,
+                       log_level="WARNING")
+    def tool(annotations):
+        """Register a tool; its description is the docstring, dedented for the model."""
+        def register(fn):
+            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__), annotations=annotations)
+            return fn
+        return register
+
+    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+
+    @tool(writes)
+    @_errors(ToolError)
+    def remember(memories: list[MemoryIn]) -> dict:
+        """Store memories: what was said or done, one fact or event per item.
+
+        Give `speaker` (who said it) and `timestamp` (ISO 8601, when it happened; default now)
+        when you know them; `tags` (e.g. "project:atlas") let recall and forget filter later.
+        Returns one {id, status} per item: stored, duplicate (the same text, speaker and time
+        is already stored) or gated (dropped by the store's ingest goal). An invalid item stores
+        nothing and the error names it."""
+        items = [{k: v for k, v in m.items() if v is not None} for m in memories]
+        results = api.ingest(items, path, embedder=mem.embedder(), lock_timeout=mem.write_wait())
+        counts = {s: sum(r["status"] == s for r in results)
+                  for s in ("stored", "duplicate", "gated")}
+        return {"results": results, "counts": counts}
+
+    @tool(writes)  # a recall is rehearsal: it strengthens what it returns
+    @_errors(ToolError)
+    def recall(query: str, k: Optional[int] = None, mode: Optional[Mode] = None,
+               types: Optional[list[MemoryType]] = None, since: Optional[str | int] = None,
+               until: Optional[str | int] = None, as_of: Optional[str | int] = None,
+               tags: Optional[list[str]] = None, explain: bool = False) -> dict:
+        """Find the memories that matter for a question, by spreading activation through the
+        memory graph (it finds memories that share no words with the question).
+
+        Returns {query, rejected, confidence, results: [{id, text, speaker, time, score, ...}]}.
+        `rejected: true` with no results means the store holds no record of this: tell the
+        user you do not know rather than guess. The current version of a changed fact comes
+        first. Filters: `tags` (all must match; "speaker:NAME" works), `since`/`until`
+        (ISO 8601 or epoch ms), `types`; `as_of` answers as at a past time. `k`: how many
+        (default from the `mcp.recall_k` setting, 10). `explain` adds each result's path."""
+        s = mem.settings()
+        if k is not None and not 1 <= k <= 1000:
+            raise api.InputError("k", f"{k}: expected 1 to 1000")
+        as_of_ms = _time(as_of, "as_of")
+        if as_of_ms is not None and until is not None:
+            raise api.InputError("as_of", "as_of and until both end the window: give one")
+        opts = dict(k=s["mcp.recall_k"] if k is None else k, explain=explain, types=tuple(types or ()),
+                    tags=tuple(tags or ()), since_ms=_time(since, "since"),
+                    until_ms=as_of_ms if as_of_ms is not None else _time(until, "until"))
+        if mode:
+            opts["mode"] = mode
+        return mem.recall(query, touch=as_of_ms is None, now_ms=as_of_ms, **opts)
+
+    @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=True,
+                                             openWorldHint=False))
+    @_errors(ToolError)
+    def forget(ids: Optional[list[int]] = None, query: Optional[str] = None,
+               dry_run: bool = False, purge: bool = False) -> dict:
+        """Forget memories by id, or those that match `query` (similarity above 0.45).
+
+        By default they go to the trash: recall ignores them and `restore` brings them back.
+        Call with `dry_run: true` first to see what would go (`selected`, and `query_matches`
+        with each match's text). `purge: true` deletes them and every copy for good (the
+        user's right to be forgotten): only when the user explicitly asks for that. Pinned
+        memories are never forgotten (unpin first)."""
+        if not ids and not query:
+            raise api.InputError("forget", "give `ids` or `query`")
+        return api.prune(path, ids=ids or (), query=query, dry_run=dry_run, purge=purge,
+                         embedder=mem.embedder(), lock_timeout=mem.write_wait())
+
+    @tool(writes)
+    @_errors(ToolError)
+    def restore(ids: list[int]) -> dict:
+        """Take forgotten memories out of the trash (before a purge). Returns restored,
+        not_in_trash and not_found ids."""
+        return api.restore(ids, path, lock_timeout=mem.write_wait())
+
+    @tool(writes)
+    @_errors(ToolError)
+    def pin(ids: list[int]) -> dict:
+        """Pin memories: they never fade and are never forgotten by policy. Returns each
+        memory's flags under `results`."""
+        return {"results": api.mark(ids, path, pin=True, lock_timeout=mem.write_wait())}
+
+    @tool(writes)
+    @_errors(ToolError)
+    def unpin(ids: list[int]) -> dict:
+        """Unpin memories: they fade and can be pruned again like any other."""
+        return {"results": api.mark(ids, path, pin=False, lock_timeout=mem.write_wait())}
+
+    @tool(read_only)
+    @_errors(ToolError)
+    def memory_status() -> dict:
+        """What the store holds: memories by type and flag (how many are consolidated,
+        pinned, in the trash), graph edges by type, bytes on disk."""
+        return api.inspect(path)
+
+    @tool(read_only)
+    @_errors(ToolError)
+    def find_nodes(name: str = "", limit: int = 20) -> dict:
+        """Find entities of the memory graph (people, places, things that consolidation
+        extracted) whose name contains `name`; exact names first, then the most mentioned.
+        Returns {nodes: [{id, name, type, description, mentions}]}; open one with
+        `open_node`."""
+        return {"nodes": api.nodes(name, path, limit=max(1, min(limit, 200)))}
+
+    @tool(read_only)
+    @_errors(ToolError)
+    def open_node(id: int) -> dict:
+        """One entity of the memory graph: its description, relations, linked entities and
+        the memories it was extracted from (newest first)."""
+        return api.node(id, path)
+
+    @tool(writes)
+    @_errors(ToolError)
+    def consolidate(max_seconds: Optional[float] = None) -> dict:
+        """Run the local model over memories not yet consolidated, building the memory graph
+        that recall spreads through. Stops after `max_seconds` (default: the
+        `mcp.consolidate_seconds` setting, 10); `left_windows` says what is left for the next
+        call. Usually a nightly cron job does this; call it when the user asks."""
+        budget = mem.settings()["mcp.consolidate_seconds"] if max_seconds is None else max_seconds
+        if not budget > 0:
+            raise api.InputError("max_seconds", "expected a number of seconds > 0")
+        return mem.consolidate(budget)
+
+    @server.resource("synapse://status", mime_type="application/json",
+                     description="The store summary (as `synapse inspect --json`).")
+    @_errors(ResourceError)
+    def status_resource() -> str:
+        return _json(api.inspect(path))
+
+    @server.resource("synapse://record/{record_id}", mime_type="application/json",
+                     description="One record: header fields, text and metadata, edges.")
+    @_errors(ResourceError)
+    def record_resource(record_id: str) -> str:
+        if not record_id.isdigit():
+            raise ResourceError(f"record id {record_id!r}: expected a number")
+        return _json(api.inspect_record(int(record_id), path))
+
+    server.memory = mem  # for serve(): closed on shutdown
+    return server
+
+
+def _json(obj) -> str:
+    from .commands.output import dumps
+
+    return dumps(obj).decode("utf-8")
+
+
+def bearer_guard(app, token: str):
+    """ASGI middleware: refuse (401) any HTTP request without `Authorization: Bearer <token>`."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(got, expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body",
+                            "body": b"synapse mcp: missing or wrong bearer token\n"})
+                return
+        await app(scope, receive, send)
+    return guarded
+
+
+def serve(path: Path, http: tuple[str, int] | None = None, token: str | None = None) -> None:
+    """Serve until the client closes stdin (stdio) or SIGINT/SIGTERM (both)."""
+    logging.basicConfig(level=logging.WARNING, format="synapse mcp: %(levelname)s %(message)s")
+    server = build(path)
+    try:
+        if http is None:
+            server.run("stdio")
+        else:
+            _serve_http(server, *http, token)
+    finally:
+        server.memory.close()
+
+
+def _serve_http(server, host: str, port: int, token: str | None) -> None:
+    import anyio
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    if token is not None:
+        app = bearer_guard(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    # uvicorn handles SIGINT/SIGTERM itself: it stops accepting, finishes calls, then returns.
+    anyio.run(uvicorn.Server(config).serve)

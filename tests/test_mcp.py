@@ -1,0 +1,339 @@
+"""`synapse mcp` as an agent meets it: a real server subprocess driven by the MCP SDK's own
+client, over stdio and over streamable HTTP on 127.0.0.1 (real MiniLM, real llama.cpp)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+SYNAPSE = str(Path(sys.executable).with_name("synapse"))
+
+FACTS = [
+    {"text": "Ana moved from Lisbon to Porto in March.", "speaker": "user",
+     "timestamp": "2026-03-02T10:00:00Z", "tags": ["user:ana"]},
+    {"text": "I drink green tea every morning, never coffee.", "speaker": "user",
+     "timestamp": "2026-03-03T08:00:00Z"},
+    {"text": "The Atlas design review is on October 8 at 2pm.", "speaker": "Priya",
+     "timestamp": "2026-09-20T09:00:00Z", "tags": ["project:atlas"]},
+]
+
+
+def env_for(store: Path) -> dict:
+    return dict(os.environ, SYNAPSE_HOME=str(store), HF_HUB_OFFLINE="1")
+
+
+def stdio(store: Path) -> Client:
+    return Client(StdioServerParameters(command=SYNAPSE, args=["mcp"], env=env_for(store)),
+                  read_timeout_seconds=300)
+
+
+def data(result) -> dict | list:
+    """A successful tool result's JSON."""
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+def error(result) -> str:
+    assert result.is_error
+    return result.content[0].text
+
+
+def run(coro_fn):
+    return anyio.run(coro_fn)
+
+
+def test_tools_listed_with_schemas_and_descriptions(tmp_path):
+    async def go():
+        async with stdio(tmp_path / "s") as c:
+            return (await c.list_tools()).tools
+    tools = {t.name: t for t in run(go)}
+    assert set(tools) == {"remember", "recall", "forget", "restore", "pin", "unpin",
+                          "memory_status", "find_nodes", "open_node", "consolidate"}
+    for t in tools.values():
+        assert len(t.description) > 60, t.name  # written for a model to read
+        assert t.input_schema["type"] == "object"
+    assert tools["recall"].input_schema["required"] == ["query"]
+    assert "text" in json.dumps(tools["remember"].input_schema)
+    assert tools["memory_status"].annotations.read_only_hint is True
+    assert tools["forget"].annotations.destructive_hint is True
+
+
+def test_remember_recall_reject_and_bad_arguments(tmp_path):
+    async def go():
+        async with stdio(tmp_path / "s") as c:
+            empty = data(await c.call_tool("recall", {"query": "Where does Ana live?"}))
+            stored = data(await c.call_tool("remember", {"memories": FACTS}))
+            again = data(await c.call_tool("remember", {"memories": FACTS[:1]}))
+            hit = data(await c.call_tool("recall", {"query": "Which city did Ana move to?",
+                                                    "k": 3}))
+            tagged = data(await c.call_tool("recall", {"query": "design review",
+                                                       "tags": ["user:ana"], "k": 5}))
+            never = data(await c.call_tool("recall", {"query": "What is Priya's blood type?"}))
+            bad = [await c.call_tool("recall", {"query": "tea", "k": 0}),
+                   await c.call_tool("recall", {"query": "   "}),
+                   await c.call_tool("recall", {"query": "tea", "since": "last tuesday"}),
+                   await c.call_tool("remember", {"memories": [{"text": ""}]}),
+                   await c.call_tool("remember", {"memories": [{"txt": "typo"}]}),
+                   await c.call_tool("open_node", {"id": 1}),
+                   await c.call_tool("pin", {"ids": [99999]})]
+            alive = data(await c.call_tool("memory_status", {}))
+            return empty, stored, again, hit, tagged, never, bad, alive
+    empty, stored, again, hit, tagged, never, bad, alive = run(go)
+    assert empty["rejected"] is True and empty["results"] == []
+    assert stored["counts"] == {"stored": 3, "duplicate": 0, "gated": 0}
+    assert [r["status"] for r in stored["results"]] == ["stored"] * 3
+    assert again["counts"]["duplicate"] == 1
+    assert hit["rejected"] is False and "Porto" in hit["results"][0]["text"]
+    assert {"query", "rejected", "confidence", "results"} <= set(hit)
+    assert all("user:ana" in json.dumps(r) or r["id"] == stored["results"][0]["id"]
+               for r in tagged["results"])  # the filter holds: only Ana's memory
+    assert all(r["id"] == stored["results"][0]["id"] for r in tagged["results"])
+    assert never["rejected"] is True and never["results"] == []
+    messages = [error(b) for b in bad]
+    assert "k: 0: expected 1 to 1000" in messages[0]
+    assert "empty query" in messages[1]
+    assert "since" in messages[2]
+    assert "`text` is empty" in messages[3]
+    assert "unknown field" in messages[4] or "text" in messages[4]
+    assert "not a semantic node" in messages[5]
+    assert "no record with this id" in messages[6]
+    assert not any("Traceback" in m for m in messages)
+    assert alive["records"]["by_type"]["episodic"] == 3  # the server lived through them all
+
+
+def test_forget_dry_run_trash_restore_purge(tmp_path):
+    async def go():
+        async with stdio(tmp_path / "s") as c:
+            ids = [r["id"] for r in data(await c.call_tool("remember",
+                                                          {"memories": FACTS}))["results"]]
+            q = {"query": "What does the user drink in the morning?", "k": 3}
+            before = data(await c.call_tool("recall", q))
+            dry = data(await c.call_tool("forget", {"query": "green tea", "dry_run": True}))
+            after_dry = data(await c.call_tool("recall", q))
+            gone = data(await c.call_tool("forget", {"ids": [ids[1]]}))
+            after = data(await c.call_tool("recall", q))
+            back = data(await c.call_tool("restore", {"ids": [ids[1]]}))
+            restored = data(await c.call_tool("recall", q))
+            pinned = data(await c.call_tool("pin", {"ids": [ids[1]]}))
+            protected = data(await c.call_tool("forget", {"ids": [ids[1]]}))
+            data(await c.call_tool("unpin", {"ids": [ids[1]]}))
+            purged = data(await c.call_tool("forget", {"ids": [ids[1]], "purge": True}))
+            neither = await c.call_tool("forget", {})
+            return ids, before, dry, after_dry, gone, after, back, restored, pinned, \
+                protected, purged, neither
+    ids, before, dry, after_dry, gone, after, back, restored, pinned, protected, purged, \
+        neither = run(go)
+    tea = ids[1]
+    assert before["results"][0]["id"] == tea
+    assert tea in dry["selected"] and any("tea" in m["text"] for m in dry["query_matches"])
+    assert after_dry["results"][0]["id"] == tea  # a dry run changed nothing
+    assert gone["trashed"] == [tea]
+    assert tea not in [r["id"] for r in after["results"]]
+    assert back["restored"] == [tea]
+    assert restored["results"][0]["id"] == tea
+    assert pinned["results"] == [{"id": tea, "pinned": True, "resolved": True, "in_trash": False,
+                       "dormant": False}]
+    assert protected["trashed"] == [] and protected["protected"]["pinned"] == [tea]
+    assert purged["trashed"] == [tea] and purged["purged"] is True
+    assert "give `ids` or `query`" in error(neither)
+    assert b"green tea" not in b"".join(p.read_bytes() for p in (tmp_path / "s").rglob("*")
+                                        if p.is_file())
+
+
+def test_sees_a_cli_ingest_from_another_process(tmp_path):
+    store = tmp_path / "s"
+
+    async def go():
+        async with stdio(store) as c:
+            data(await c.call_tool("remember", {"memories": FACTS[:1]}))
+            first = data(await c.call_tool("recall", {"query": "Where is the Atlas review?"}))
+            subprocess.run([SYNAPSE, "ingest", "-"], input=json.dumps(FACTS[2]).encode(),
+                           env=env_for(store), check=True, capture_output=True)
+            second = data(await c.call_tool("recall", {"query": "When is the Atlas design "
+                                                                "review?", "k": 3}))
+            return first, second
+    first, second = run(go)
+    assert not any("Atlas" in r["text"] for r in first["results"])
+    assert "Atlas" in second["results"][0]["text"]
+
+
+def test_browse_the_graph_after_consolidate(tmp_path):
+    store = tmp_path / "s"
+    subprocess.run([SYNAPSE, "ingest", str(Path(__file__).parents[1] / "fixtures" /
+                                           "demo.ndjson")], env=env_for(store), check=True,
+                   capture_output=True)
+
+    async def go():
+        async with stdio(store) as c:
+            done = data(await c.call_tool("consolidate", {"max_seconds": 600}))
+            found = data(await c.call_tool("find_nodes", {"name": "caroline"}))["nodes"]
+            node = data(await c.call_tool("open_node", {"id": found[0]["id"]}))
+            status = await c.read_resource("synapse://status")
+            record = await c.read_resource(f"synapse://record/{found[0]['id']}")
+            return done, found, node, status, record
+    done, found, node, status, record = run(go)
+    assert done["windows"] >= 1 and done["left_windows"] == 0
+    assert found[0]["name"] == "Caroline" and found[0]["type"]
+    assert node["episodes"] and all("text" in e for e in node["episodes"])
+    assert any("Caroline" in e["text"] or e["speaker"] == "Caroline" for e in node["episodes"])
+    assert json.loads(status.contents[0].text)["records"]["by_type"]["semantic"] >= 1
+    assert json.loads(record.contents[0].text)["payload"]["name"] == "Caroline"
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HttpServer:
+    def __init__(self, store: Path, *extra: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc = subprocess.Popen([SYNAPSE, "mcp", "--http", f"127.0.0.1:{self.port}", *extra],
+                                     env=env_for(store), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.proc.stderr.read().decode()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("synapse mcp --http did not start listening")
+
+    def stop(self) -> tuple[int, str]:
+        self.proc.send_signal(signal.SIGTERM)
+        _, err = self.proc.communicate(timeout=60)
+        return self.proc.returncode, err.decode()
+
+
+def test_http_consolidate_while_another_client_recalls_then_sigterm(tmp_path):
+    store = tmp_path / "s"
+    subprocess.run([SYNAPSE, "ingest", str(Path(__file__).parents[1] / "fixtures" /
+                                           "demo.ndjson")], env=env_for(store), check=True,
+                   capture_output=True)
+    server = HttpServer(store)
+    spans: dict[str, tuple[float, float]] = {}
+
+    async def go():
+        async with Client(server.url) as a, Client(server.url) as b:
+            data(await b.call_tool("recall", {"query": "hiking"}))  # models loaded
+
+            async def consolidate():
+                t0 = time.monotonic()
+                spans["consolidate"] = (t0, 0)
+                out = data(await a.call_tool("consolidate", {"max_seconds": 600}))
+                spans["consolidate"] = (t0, time.monotonic())
+                return out
+
+            async def recalls():
+                await anyio.sleep(0.5)  # consolidate is under way
+                t0 = time.monotonic()
+                got = data(await b.call_tool("recall", {"query": "Where did Caroline go "
+                                                                "hiking?", "k": 3}))
+                spans["recall"] = (t0, time.monotonic())
+                results.append(got)
+
+            results: list = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(recalls)
+                done = await consolidate()
+            return done, results[0]
+    try:
+        done, recalled = run(go)
+    finally:
+        code, err = server.stop()
+    assert done["windows"] >= 1
+    assert "Dolomites" in recalled["results"][0]["text"]
+    # the recall was answered while consolidate held the writer lock, not after it
+    assert spans["recall"][1] < spans["consolidate"][1]
+    assert code == 0, err
+    assert "Traceback" not in err
+    verify = subprocess.run([SYNAPSE, "inspect", "verify", "--json"], env=env_for(store),
+                            capture_output=True)
+    assert verify.returncode == 0 and json.loads(verify.stdout)["ok"] is True
+
+
+def test_http_bearer_token(tmp_path):
+    token = "t0ken-" + "x" * 30
+    (tmp_path / "token").write_text(token + "\n")
+    (tmp_path / "token").chmod(0o600)
+    server = HttpServer(tmp_path / "s", "--token-file", str(tmp_path / "token"))
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def go():
+        async with httpx2.AsyncClient() as h:
+            bare = await h.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            wrong = await h.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                 headers={"Authorization": "Bearer nope"})
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with Client(streamable_http_client(server.url, http_client=http)) as c:
+            tools = (await c.list_tools()).tools
+        return bare.status_code, wrong.status_code, len(tools)
+    try:
+        bare, wrong, n_tools = run(go)
+    finally:
+        server.stop()
+    assert (bare, wrong) == (401, 401)
+    assert n_tools == 10
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--http", "0.0.0.0:8765"], "not a loopback address"),
+    (["--http", "192.168.1.5:8765", "--allow-remote"], "--token-file is required"),
+    (["--http", "localhost"], "expected HOST:PORT"),
+    (["--token-file", "t"], "applies to --http only"),
+])
+def test_refused_binds(tmp_path, args, message):
+    got = subprocess.run([SYNAPSE, "mcp", *args], env=env_for(tmp_path / "s"),
+                         capture_output=True, timeout=60)
+    assert got.returncode == 2
+    assert message in got.stderr.decode() and "Traceback" not in got.stderr.decode()
+
+
+def test_stdio_sigterm_leaves_a_verified_store(tmp_path):
+    """SIGTERM while the server is idle between calls: it exits 0 and the store verifies."""
+    store = tmp_path / "s"
+    proc = subprocess.Popen([SYNAPSE, "mcp"], env=env_for(store), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "t", "version": "0"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "remember", "arguments": {"memories": FACTS}}}]
+    for line in lines:
+        proc.stdin.write(json.dumps(line).encode() + b"\n")
+    proc.stdin.flush()
+    answers = []
+    reader = threading.Thread(target=lambda: answers.extend(
+        json.loads(proc.stdout.readline()) for _ in range(2)))
+    reader.start()
+    reader.join(timeout=180)
+    assert len(answers) == 2 and not answers[1]["result"].get("isError"), (answers, proc.stderr.read1().decode())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    verify = subprocess.run([SYNAPSE, "inspect", "verify", "--json"], env=env_for(store),
+                            capture_output=True)
+    assert json.loads(verify.stdout)["ok"] is True
+    assert json.loads(subprocess.run([SYNAPSE, "inspect", "--json"], env=env_for(store),
+                                     capture_output=True).stdout)["records"]["total"] == 3
