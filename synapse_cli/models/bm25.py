@@ -1,7 +1,7 @@
 """Persisted, incrementally updated BM25 index (docs/FORMAT.md section 11).
 
 Scores equal rank-bm25's ``BM25Okapi(k1=1.5, b=0.75, epsilon=0.25)`` over the live documents,
-with the shared tokenizer (``synapse_cli.models.tokenize``). On disk: ``bm25.vocab`` (terms) and
+with the shared tokenizer (``synapse_cli.models.tokenize``) of the files' version. On disk: ``bm25.vocab`` (terms) and
 ``bm25.log`` (per-document term ids and frequencies), both append-only under the manifest's
 committed lengths. In memory: term -> postings CSR built lazily from the document-major arrays,
 so an ``add`` costs only its own documents until the next query.
@@ -32,7 +32,7 @@ from store_format.errors import (
 )
 from store_format.fileio import fsync_dir, fsync_fd, open_for_append, pwrite_all, truncate
 from synapse_cli.models.conflate import variants
-from synapse_cli.models.tokenize import tokenize
+from synapse_cli.models import tokenize as tok
 
 # numba costs ~0.5 s to import: a one-item `ingest` must not pay it, and for a batch the
 # pure-Python CRC (~50 ns/byte) beats the import below a few MB. Importing the kernels hands
@@ -63,7 +63,10 @@ def _crc(arr: np.ndarray, start: int, end: int) -> int:
 
 VOCAB_MAGIC = b"SYNBM25V"
 LOG_MAGIC = b"SYNBM25L"
-FORMAT_VERSION = 1
+# The files' format version is the tokenizer's (models/tokenize.py): a store keeps the version
+# its index was created with, since its postings are that tokenizer's tokens.
+FORMAT_VERSION = tok.VERSION
+READ_VERSIONS = (1, 2)
 FILE_HEADER = 16
 BLOCK_HEADER = 16
 MAX_BLOCK_DOCS = 65_536
@@ -73,8 +76,8 @@ _HDR = struct.Struct("<IIII")  # three u32 counts + CRC32C of them (both block k
 DEFAULT_NAMES = {"log": "bm25.log", "vocab": "bm25.vocab"}
 
 
-def _file_header(magic: bytes) -> bytes:
-    return fileheader.pack(magic, FORMAT_VERSION)
+def _file_header(magic: bytes, version: int) -> bytes:
+    return fileheader.pack(magic, version)
 
 
 # --------------------------------------------------------------------------- reading
@@ -108,9 +111,21 @@ def _read_prefix(path: Path, nbytes: int) -> bytes:
         os.close(fd)
 
 
-def _check_file_header(buf: bytes, magic: bytes, path: Path) -> None:
+def _check_file_header(buf: bytes, magic: bytes, path: Path) -> int:
+    """Check the 16-byte file header; returns its format version (1 or 2)."""
     what = "BM25 vocabulary" if magic == VOCAB_MAGIC else "BM25 log"
-    fileheader.check(buf, magic, path, what, FORMAT_VERSION)
+    version = struct.unpack_from("<H", buf, 8)[0] if len(buf) >= 10 else FORMAT_VERSION
+    fileheader.check(buf, magic, path, what, version if version in READ_VERSIONS
+                     else FORMAT_VERSION)
+    return version
+
+
+def read_version(path: Path, nbytes: int) -> int | None:
+    """The format (tokenizer) version of a BM25 file's committed prefix; None when empty."""
+    if nbytes == 0:
+        return None
+    return _check_file_header(_read_prefix(path, min(nbytes, FILE_HEADER)),
+                              VOCAB_MAGIC if path.name.endswith(".vocab") else LOG_MAGIC, path)
 
 
 def _block_header(buf: bytes, pos: int, path: Path) -> tuple[int, int, int]:
@@ -258,14 +273,14 @@ def _log_block(rec, dl, nt, term, tf, vocab_size: int) -> bytes:
     return body + struct.pack("<I", _crc_bytes(body))
 
 
-def _append(path: Path, committed: int, magic: bytes, data: bytes) -> int:
+def _append(path: Path, committed: int, magic: bytes, data: bytes, version: int) -> int:
     """Truncate any torn tail, append `data` (after a file header if new), fsync; new length."""
     created = committed == 0 and not path.exists()
     fd = open_for_append(path, create=True)
     try:
         truncate(fd, committed, path)
         if committed == 0:
-            data = _file_header(magic) + data
+            data = _file_header(magic, version) + data
         pwrite_all(fd, data, committed, path)
         fsync_fd(fd, path)
     finally:
@@ -294,8 +309,10 @@ class BM25Index:
     b = 0.75
     epsilon = 0.25
 
-    def __init__(self, store_dir: Path, committed: dict, terms: list[str], blocks: list):
+    def __init__(self, store_dir: Path, committed: dict, terms: list[str], blocks: list,
+                 version: int = FORMAT_VERSION):
         self.store_dir = store_dir
+        self.version = version  # of the tokenizer: the files' format version
         self._committed = committed
         self._terms = terms
         self._term_id = {t: i for i, t in enumerate(terms)}
@@ -336,14 +353,24 @@ class BM25Index:
         vocab_path = _safe_name(c["vocab"], store_dir)
         log_path = _safe_name(c["log"], store_dir)
         terms = read_vocab(vocab_path, c["vocab_bytes"])
+        versions = {v for v in (read_version(vocab_path, c["vocab_bytes"]),
+                                read_version(log_path, c["log_bytes"])) if v is not None}
+        if len(versions) > 1:
+            raise InvalidRecord(f"BM25 files of different format versions {sorted(versions)}",
+                                log_path, 8)
+        version = versions.pop() if versions else FORMAT_VERSION
         if append_only:
             # `ingest` only appends: the log is not read (the store's record ids already
             # increase), which keeps a one-item ingest independent of the store's size.
-            index = cls(store_dir, c, terms, [])
+            index = cls(store_dir, c, terms, [], version)
             index._append_only = True
             return index
         blocks = read_log(log_path, c["log_bytes"], len(terms))
-        return cls(store_dir, c, terms, blocks)
+        return cls(store_dir, c, terms, blocks, version)
+
+    def tokenize(self, text: str) -> list[str]:
+        """`text` as this index's tokenizer splits it (queries must use the same one)."""
+        return tok.tokenize(text, self.version)
 
     @property
     def committed(self) -> dict:
@@ -385,9 +412,10 @@ class BM25Index:
             c_vocab = c["vocab_bytes"]
             if new_terms:
                 c_vocab = _append(self.store_dir / c["vocab"], c_vocab, VOCAB_MAGIC,
-                                  _vocab_block(first_new, new_terms))
+                                  _vocab_block(first_new, new_terms), self.version)
             data = b"".join(_log_block(*blk, first_new + len(new_terms)) for blk in blocks)
-            c_log = _append(self.store_dir / c["log"], c["log_bytes"], LOG_MAGIC, data)
+            c_log = _append(self.store_dir / c["log"], c["log_bytes"], LOG_MAGIC, data,
+                            self.version)
         except BaseException:
             for t in new_terms:
                 del self._term_id[t]
@@ -402,7 +430,7 @@ class BM25Index:
         """Tokenize `texts` into log blocks, giving unseen terms ids from `first_new` on."""
         dl, nt, term, tf = [], [], [], []
         for text in texts:
-            counts = Counter(tokenize(text))
+            counts = Counter(self.tokenize(text))
             pairs = []
             for tok, n in counts.items():
                 tid = self._term_id.get(tok)
@@ -471,9 +499,15 @@ class BM25Index:
         return word in self._term_id or bool(variants(word, self._term_id))
 
     def doc_lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        """(record_ids u64, tokens per document u32) of every indexed document, by id."""
-        rec, dl, _, _, _ = self._arrays()
-        return rec, dl
+        """(record_ids u64, words per document) of every indexed document, by id: its BM25
+        length without emoji tokens, which say little (the chatter prior counts words)."""
+        rec, dl, nt, term, tf = self._arrays()
+        picto = np.fromiter((tok.is_pictograph(t) for t in self._terms), bool, len(self._terms))
+        if not picto.any():
+            return rec, dl
+        doc = np.repeat(np.arange(len(rec)), nt.astype(np.int64))
+        emoji = np.bincount(doc, weights=tf * picto[term], minlength=len(rec))
+        return rec, (dl - emoji).astype(dl.dtype)
 
     def _postings(self):
         if self._csr is None:
@@ -539,7 +573,7 @@ class BM25Index:
     def _query_words(self, query: str, variant_weight: float) -> dict[str, float]:
         """Query word -> its weight: times it occurs; a form of it from the vocabulary that the
         query does not use gets that times `variant_weight`."""
-        words = Counter(tokenize(query))
+        words = Counter(self.tokenize(query))
         out = dict(words)
         if variant_weight > 0:
             for word, c in words.items():
@@ -580,7 +614,7 @@ class BM25Index:
         the index tokenizes it; from the postings of those words, not a pass over the corpus."""
         if self._append_only:
             raise RuntimeError("this BM25Index was opened append_only; reopen it to search")
-        words = set(tokenize(text))
+        words = set(self.tokenize(text))
         if not words or any(w not in self._term_id for w in words):
             return np.zeros(0, np.uint64)
         rec, _, _, _, indptr, csr_doc, _ = self._postings()
@@ -645,10 +679,10 @@ def compact_files(store_dir: os.PathLike | str, manifest, kept_ids: np.ndarray,
     for start in range(0, max(len(terms), 1), 1 << 20):  # blocks of <= 1M terms
         part = terms[start:start + (1 << 20)]
         vocab_bytes = _append(store_dir / names["vocab"], vocab_bytes, VOCAB_MAGIC,
-                              _vocab_block(start, part) if part else b"")
+                              _vocab_block(start, part) if part else b"", index.version)
     blocks = BM25Index._split(rec[keep], dl[keep], nt[keep], new_term, tf)
     data = b"".join(_log_block(*blk, len(terms)) for blk in blocks)
-    log_bytes = _append(store_dir / names["log"], 0, LOG_MAGIC, data)
+    log_bytes = _append(store_dir / names["log"], 0, LOG_MAGIC, data, index.version)
     new = {"log": names["log"], "log_bytes": log_bytes, "vocab": names["vocab"],
            "vocab_bytes": vocab_bytes}
     check = BM25Index.open(store_dir, new)  # read back: every check of FORMAT.md 11.3

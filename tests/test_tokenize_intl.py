@@ -1,0 +1,106 @@
+"""Text beyond ASCII English (tokenizer version 2, docs/FORMAT.md 11): accents fold, scripts
+without spaces are searched by character bigrams, emoji are tokens; scores stay rank-bm25's
+over the same tokens; an index written by version 1 keeps its own tokenizer."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from synapse_cli.models.bm25 import BM25Index
+from synapse_cli.models.tokenize import fold, tokenize
+
+CORPUS = [
+    "We flew to Zürich for the conference.",
+    "我的柯基犬叫豆豆，它三岁了。",
+    "Weekend plans 🔥🔥🔥",
+    "The Straße outside is closed; São Paulo office reopens Monday.",
+    "東京の学校に行きました",
+    "서울에서 만나요",
+    "Москва, йогурт и чай",
+    "Zurich is cold in winter",
+]
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("Zürich", ["zurich"]), ("ZURICH", ["zurich"]), ("São Paulo", ["sao", "paulo"]),
+    ("Straße", ["strasse"]), ("Ελλάδα", ["ελλαδα"]),
+    ("йогурт", ["йогурт"]),                      # Cyrillic keeps й (not и)
+    ("がっこう", ["がっ", "っこ", "こう"]),          # kana keep their voicing marks
+    ("柯基", ["柯基"]), ("犬", ["犬"]), ("iPhone手机", ["iphone", "手机"]),
+    ("🔥🔥", ["🔥", "🔥"]), ("👍🏽", ["👍"]),        # a skin tone is not a token of its own
+    ("x²", ["x2"]), ("ﬁle", ["file"]),           # compatibility forms
+])
+def test_version_2_tokens(text, tokens):
+    assert tokenize(text) == tokens
+
+
+def test_version_1_is_unchanged():
+    assert tokenize("Zürich 柯基犬 🔥", 1) == ["zürich", "柯基犬"]
+    assert fold("Zürich") == fold("ZURICH") == "zurich"
+
+
+def build(tmp_path: Path, version: int | None = None) -> BM25Index:
+    index = BM25Index.open(tmp_path)
+    if version is not None:
+        index.version = version  # before the first append: the files are written with it
+    index.add(range(1, len(CORPUS) + 1), CORPUS)
+    return BM25Index.open(tmp_path, index.committed)
+
+
+@pytest.mark.parametrize("query, expected_first", [
+    ("Zurich conference", 1), ("zürich winter", 8), ("柯基", 2), ("豆豆", 2), ("🔥", 3),
+    ("strasse", 4), ("Sao Paulo", 4), ("学校", 5), ("서울", 6), ("йогурт", 7),
+])
+def test_queries_find_their_record_and_scores_equal_rank_bm25(tmp_path, query, expected_first):
+    index = build(tmp_path)
+    assert index.version == 2
+    ids, scores = index.scores(query)
+    reference = BM25Okapi([tokenize(t) for t in CORPUS]).get_scores(tokenize(query))
+    np.testing.assert_allclose(scores, reference, rtol=0, atol=1e-12)
+    top, _ = index.top_k(query, 3)
+    assert int(top[0]) == expected_first
+
+
+def test_an_index_written_by_version_1_keeps_its_tokenizer(tmp_path):
+    (tmp_path / "v2").mkdir()
+    assert sorted(build(tmp_path / "v2").top_k("Zurich", 2)[0].tolist()) == [1, 8]
+    index = build(tmp_path, version=1)
+    assert index.version == 1 and (tmp_path / "bm25.vocab").read_bytes()[8] == 1
+    assert index.top_k("Zürich", 1)[0].tolist() == [1]
+    assert index.top_k("Zurich", 1)[0].tolist() == [8]  # v1 does not fold: not record 1
+    assert index.top_k("柯基", 1)[0].tolist() == []      # v1 has no bigrams
+    index.add([9], ["Zürich again"])                     # appends stay version 1
+    again = BM25Index.open(tmp_path, index.committed)
+    assert again.version == 1 and again.top_k("zürich again", 1)[0].tolist() == [9]
+
+
+def test_doc_lengths_count_words_not_emoji(tmp_path):
+    index = build(tmp_path)
+    rec, words = index.doc_lengths()
+    assert words[2] == 2  # "Weekend plans 🔥🔥🔥": BM25 length 5, two words
+    assert index._arrays()[1][2] == 5
+
+
+def test_recall_bm25_and_synapse_on_a_real_store(tmp_path):
+    """Through the CLI: ingest, then the accented, CJK and emoji queries of issue 22."""
+    env = dict(os.environ, SYNAPSE_HOME=str(tmp_path / "s"), HF_HUB_OFFLINE="1")
+    syn = str(Path(sys.executable).with_name("synapse"))
+    lines = "\n".join(json.dumps({"text": t, "speaker": "u"}) for t in CORPUS[:7])
+    subprocess.run([syn, "ingest", "-"], input=lines.encode(), env=env, check=True,
+                   capture_output=True)
+
+    def top(query, mode):
+        out = subprocess.run([syn, "recall", query, "--mode", mode, "--k", "3"],
+                             env=env, check=True, capture_output=True)
+        return [r["text"] for r in json.loads(out.stdout)["results"]]
+    assert top("Zurich", "bm25")[0] == CORPUS[0]
+    assert top("柯基", "bm25")[0] == CORPUS[1]
+    assert top("🔥", "bm25")[0] == CORPUS[2]
+    assert top("Sao Paulo office", "synapse")[0] == CORPUS[3]
