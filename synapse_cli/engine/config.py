@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import ConfigError  # noqa: F401 - its public name is config.ConfigError
 from .paths import config_file
 
 try:  # Python 3.11+
@@ -202,17 +203,6 @@ SETTINGS: tuple[Setting, ...] = (
       "(e.g. the cron consolidate) before it returns a busy error", None, 0),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
-
-
-class ConfigError(ValueError):
-    """A setting that cannot be used: bad TOML, unknown key, wrong type or range.
-
-    `usage` is true when the value came from a command-line flag (exit 2, not 78)."""
-
-    def __init__(self, message: str, hint: str | None = None, usage: bool = False):
-        super().__init__(message)
-        self.hint = hint
-        self.usage = usage
 
 
 @dataclass

@@ -4,14 +4,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import ConfigError
+
 
 def default_store() -> Path:
     home = os.environ.get("SYNAPSE_HOME")
     if home is not None:
         if not home.strip():
             # `SYNAPSE_HOME="$DIR"` with $DIR unset must not send writes to the default store
-            from .config import ConfigError
-
             raise ConfigError("SYNAPSE_HOME is set but empty",
                               hint="unset it to use the default store, or name a directory")
         return Path(home).expanduser()  # cron, systemd and .env files pass "~" unexpanded
@@ -23,8 +23,6 @@ def resolve_store(flag: str | os.PathLike | None) -> Path:
     if flag is None:
         return default_store()
     if not str(flag).strip():
-        from .config import ConfigError
-
         raise ConfigError("--store: empty path", usage=True,
                           hint="leave --store out to use $SYNAPSE_HOME or the default store")
     return Path(flag).expanduser()

@@ -12,7 +12,7 @@ from numba import njit, prange, types
 
 from synapse_cli.kernels import crc  # noqa: F401  (recall then checks records at compiled speed)
 
-from synapse_cli.engine.scoring import (
+from synapse_cli.kernels.decay_rules import (
     AROUSAL_MODIFIERS,
     BUCKET_BOUNDS_MS,
     DECAY_TABLE,

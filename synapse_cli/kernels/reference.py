@@ -1,13 +1,13 @@
 """Plain-numpy twins of the numba kernels, for tests.  Same inputs and outputs, no numba.
 
 Written for clarity over speed: whole-array operations, with the scoring rules taken from
-synapse_cli.engine.scoring.
+synapse_cli.kernels.decay_rules.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from synapse_cli.engine.scoring import (
+from synapse_cli.kernels.decay_rules import (
     FLAG_TOMBSTONE,
     TYPE_SHIFT,
     effective_decay_array,
