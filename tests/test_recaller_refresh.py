@@ -1,0 +1,41 @@
+"""Recaller.refresh, what a long-lived server (`synapse mcp`) relies on: it sees what other
+processes committed, and after only its own touch it keeps the graph arrays."""
+from __future__ import annotations
+
+from synapse_cli import api
+from synapse_cli.engine.service import Recaller
+from synapse_cli.models.fake import FakeEmbedder
+
+EMB = FakeEmbedder(384)
+
+
+def test_refresh_after_own_touch_and_after_another_writer(tmp_path):
+    path = tmp_path / "st"
+    api.ingest(["the standup is at 9:30", "lunch was pizza"], store=str(path), embedder=EMB)
+    with Recaller(path, embedder=EMB) as r:
+        assert r.refresh() is False  # nothing committed since it opened
+        first = api.recall_with(r, "when is standup?", k=1)
+        assert first["touched"] is True
+        arrays = r.arrays
+        spikes_before = len(arrays.spikes)
+        assert r.refresh() is True           # its own touch is a commit
+        assert r.arrays is arrays            # ... which keeps the arrays
+        assert len(r.arrays.spikes) > spikes_before  # with the recall spike read again
+
+        api.ingest(["standup moved to 10:00"], store=str(path), embedder=EMB)  # another writer
+        assert r.refresh() is True
+        assert r.arrays is not arrays        # rebuilt: the new record is in them
+        texts = [x["text"] for x in api.recall_with(r, "standup moved", k=3,
+                                                    touch=False)["results"]]
+        assert "standup moved to 10:00" in texts
+
+
+def test_a_touch_after_another_commit_is_not_taken_for_its_own(tmp_path):
+    path = tmp_path / "st"
+    api.ingest(["the standup is at 9:30"], store=str(path), embedder=EMB)
+    with Recaller(path, embedder=EMB) as r:
+        arrays = r.arrays
+        api.ingest(["standup moved to 10:00"], store=str(path), embedder=EMB)
+        api.recall_with(r, "standup", k=1)   # touches, on top of the other writer's commit
+        assert r.refresh() is True
+        assert r.arrays is not arrays        # both commits seen: rebuilt, not patched
