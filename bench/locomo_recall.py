@@ -75,6 +75,13 @@ def modes(tau: float) -> dict[str, RecallConfig]:
     out["no-chatter"] = dataclasses.replace(base, lambda_chatter=0.0)
     out["no-superseded"] = dataclasses.replace(base, lambda_superseded=0.0)
     out["no-topic"] = dataclasses.replace(base, topic_check=False)
+    out["no-restatements"] = dataclasses.replace(base, restatements=False)
+    out["no-newest-first"] = dataclasses.replace(base, newest_first=False)
+    # the attribution check scored by BM25 at its earlier margin; the topic check with a
+    # stricter word-to-memory cosine (more synonyms refused)
+    out["bm25-attribution"] = dataclasses.replace(base, attribution_content="bm25",
+                                                  tau_attribution=0.25)
+    out["topic-sim-0.3"] = dataclasses.replace(base, topic_sim=0.3)
     # consolidation's semantic nodes in the result slots or not (the default's opposite; no
     # difference on a store without them)
     flip = not base.semantic_results

@@ -324,3 +324,147 @@ def node(node_id: int, store=None) -> dict:
         except ValueError as exc:
             raise InputError(f"id {node_id}", str(exc)) from None
     return read_retrying(resolve_store(store), one)
+
+
+# --- data in and out: list, export, import (docs/FORMAT.md section 17) ------------------------
+
+__all__ += ["list_memories", "export", "import_store", "embedder_for"]
+
+
+def list_memories(store=None, *, types: Iterable[str] = (), tags: Iterable[str] = (),
+                  since_ms: int | None = None, until_ms: int | None = None,
+                  trashed: bool = False, limit: int = 50, after: int | None = None) -> dict:
+    """The memories, newest first: `{"memories": [...], "next_after", "total"}`. Filters as
+    recall's (types, exact tags incl. `speaker:`/`session:`, a time window); `trashed` lists
+    the trash instead; pass `next_after` back as `after` for the next page."""
+    from .engine.listing import TYPE_NAMES, ListQuery, list_memories as run
+    from .engine.store import read_retrying
+
+    if isinstance(types, str) or isinstance(tags, str):  # one string is not a list of them
+        raise ConfigError("types and tags must be lists of strings", usage=True)
+    types, tags = tuple(types), tuple(tags)
+    if any(t not in TYPE_NAMES for t in types):
+        raise ConfigError(f"types must be a list of {', '.join(TYPE_NAMES)}", usage=True)
+    if any(not isinstance(t, str) or not t.strip() for t in tags):
+        raise ConfigError("tags must be a list of non-empty strings", usage=True)
+    if not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"limit {limit!r}: expected an integer >= 1", usage=True)
+    if since_ms is not None and until_ms is not None and since_ms > until_ms:
+        raise ConfigError("the time window ends before it starts (since is later than until)",
+                          usage=True, hint="swap the two times")
+    q = ListQuery(types, tags, since_ms, until_ms, trashed, limit, after)
+
+    def one(s):
+        if after is not None:
+            _require_records(s, [after])
+        return run(s, q)
+    return read_retrying(resolve_store(store), one)
+
+
+def export(out=None, store=None) -> dict:
+    """Write the whole store as portable JSON lines (FORMAT.md 17) to `out`: a binary stream
+    (None: stdout), or a path written atomically (temp file, fsync, rename: never half a file
+    under that name; started again if a concurrent writer changed what was being read).
+    Returns the header's counts."""
+    from .engine.portable import write_export
+    from .engine.store import Store, read_retrying
+
+    if out is None or hasattr(out, "write"):
+        import sys
+
+        with Store.open(resolve_store(store)) as s:
+            return write_export(s, out if out is not None else sys.stdout.buffer)
+    path = Path(out)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+    def attempt(s):  # mode 0600 like the store's own files: it holds every memory
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+            counts = write_export(s, f)
+            f.flush()
+            os.fsync(f.fileno())
+        return counts
+    try:
+        counts = read_retrying(resolve_store(store), attempt)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return counts
+
+
+def embedder_for(model_dir=None):
+    """The embedder of a model directory (None: $SYNAPSE_EMBED_MODEL_DIR, else the packaged
+    MiniLM): BERT models through the torch-free numpy path, any other architecture through
+    sentence-transformers."""
+    from .models.embedder import get_embedder
+
+    return get_embedder(model_dir=model_dir)
+
+
+def import_store(source, store=None, *, where: str | None = None, embedder=None,
+                 embedder_dir=None, header_version: int = 3, lock_timeout: float = 30.0,
+                 progress=None) -> dict:
+    """Read an export (a path, `-` for stdin, or an iterable of lines as bytes) into a new or
+    empty store, embedding with `embedder` (else the model of `embedder_dir`, else the
+    default). Record ids, flags, counts and edges are kept. The whole export is checked first:
+    a bad line raises InputError naming it and nothing is written; a failure while writing
+    leaves no store behind where there was none. Returns counts and timings."""
+    import shutil
+    import sys
+
+    from .engine.portable import import_parsed, parse_export
+    from .engine.store import StoreWriter
+    from store_format import manifest as mf
+
+    if header_version not in (1, 2, 3):
+        raise ConfigError(f"header version {header_version!r}: expected 1, 2 or 3", usage=True)
+    if isinstance(source, (str, os.PathLike)):
+        name = str(source)
+        if name == "-":
+            parsed = parse_export(sys.stdin.buffer, where or "-")
+        else:
+            with open(name, "rb") as f:
+                parsed = parse_export(f, where or name)
+    else:
+        parsed = parse_export(source, where or "input")
+    path = resolve_store(store)
+    new_dir = not os.path.lexists(path)
+    empty_dir = not new_dir and path.is_dir() and not any(path.iterdir())
+    if not (new_dir or empty_dir or (path / mf.MANIFEST_NAME).exists()):
+        raise InputError(str(path), "exists and is not a synapse store: import into a new "
+                                    "directory, an empty one, or an empty store")
+    embedder = embedder or embedder_for(embedder_dir)
+    try:
+        with StoreWriter.open(path, lock_timeout=lock_timeout, create=True,
+                              embedder=embedder.name, dim=embedder.dim,
+                              header_version=header_version) as w:
+            _check_embedder(w, embedder)
+            result = import_parsed(w, parsed, embedder, progress=progress)
+    except BaseException:
+        if _holds_records(path):  # another import won the race for this directory: keep it
+            raise
+        if new_dir:  # ours entirely: leave nothing where there was nothing
+            shutil.rmtree(path, ignore_errors=True)
+        elif empty_dir:
+            for entry in path.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+        raise
+    return {"store": str(path), "embedder": embedder.name, "dim": embedder.dim,
+            "exported_with": parsed.header.get("store", {}).get("embedder"),
+            **result.as_dict()}
+
+
+def _holds_records(path) -> bool:
+    """Whether the store at `path` committed a record (a manifest that cannot be read counts
+    as yes: never delete what cannot be checked)."""
+    from store_format import manifest as mf
+
+    if not (Path(path) / mf.MANIFEST_NAME).exists():
+        return False
+    try:
+        return mf.read_manifest(path, check_files=False).next_record_id > 1
+    except StoreError:
+        return True

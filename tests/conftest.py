@@ -31,6 +31,8 @@ from synapse_cli.engine.store import Store, StoreWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
+SHARED_DATA = ROOT.parent / "shared" / "data"  # the benchmark data, beside a workspace clone
+REQUIRE_DATA = "SYNAPSE_REQUIRE_DATA"  # set by .ci/run, where the data is laid out
 SYNAPSE = Path(sys.executable).with_name("synapse")  # the console script of this venv
 DIM = 384
 T0 = 1_700_000_000_000
@@ -43,6 +45,22 @@ V2_FIELDS = ("arousal", "storage_strength")
 DEFAULTS = {"arousal": 0, "storage_strength": 1.0}
 # What a store directory may hold after create/append/migrate (no BM25 or ingest files here).
 ALLOWED_FILE = re.compile(r"MANIFEST|LOCK|seg-\d{6}\.dat(\.bak)?|payload\.log|edges\.log|graph\.csr")
+
+
+def needs_shared_data(*files: tuple[str, ...]):
+    """Decorate a test that reads benchmark data, ../shared/data beside the repository (each
+    argument: path parts of one file). A user's clone has none: the test is skipped, named
+    with the reason in pytest's summary (-ra). Where the data must be, .ci/run sets
+    $SYNAPSE_REQUIRE_DATA and the test runs (and fails) without it."""
+    missing = [SHARED_DATA.joinpath(*f) for f in files if not SHARED_DATA.joinpath(*f).exists()]
+
+    def mark(test):
+        reason = (f"{test.__name__}: benchmark data not found: {missing[0] if missing else ''} "
+                  "(../shared/data beside the repository, as in the project's CI; a plain "
+                  "clone has none)")
+        return pytest.mark.skipif(bool(missing) and not os.environ.get(REQUIRE_DATA),
+                                  reason=reason)(test)
+    return mark
 
 
 # --- memories ----------------------------------------------------------------------------------
@@ -367,3 +385,24 @@ def spawn_python(code: str, *args, **kw) -> subprocess.Popen:
 @pytest.fixture
 def small_store(tmp_path) -> Built:
     return build_store(tmp_path / "store", 60)
+
+
+def read_pty(master: int, timeout: float) -> bytes:
+    """Everything a child wrote to the pseudo-terminal `master` until it closed it (or
+    `timeout` seconds passed without output); closes `master`."""
+    import select
+
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], timeout)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return b"".join(chunks)

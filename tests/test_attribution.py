@@ -99,3 +99,45 @@ def test_content_is_the_bm25_of_the_stated_query_words():
     got = at.stated_content(words, per_word, texts)
     assert got.tolist() == [3.0, 5.0]  # text 0 asks for names, states pets; text 1 the names
     assert at.stated_content([], np.zeros((0, 2)), texts).tolist() == [0.0, 0.0]
+
+
+def test_a_restatement_counts_for_whoever_said_it_first():
+    """An assistant's "Noted: vegetarian." repeats the user's fact: it counts for the user."""
+    spk = ["Dana", "assistant"]
+    texts = ["oh and i'm vegetarian, so keep that in mind", "Noted: vegetarian."]
+    words, per_word = ["is", "vegetarian"], np.array([[0.0, 0.0], [2.0, 5.0]])
+    matched = at.matched_topics(words, per_word, texts)
+    assert matched == [frozenset({"vegetarian"}), frozenset({"vegetarian"})]
+    order = [(1, 1), (2, 2)]
+    assert at.credited("Dana", spk, texts, matched, order) == ["Dana", "Dana"]
+    # said first by the assistant, then by Dana: the assistant's stays the assistant's
+    assert at.credited("Dana", spk, texts, matched, [(2, 1), (1, 2)]) == ["Dana", "assistant"]
+    # a statement that adds a word the earlier one did not state is not a restatement
+    more = [frozenset({"vegetarian"}), frozenset({"vegetarian", "pescatarian"})]
+    assert at.credited("Dana", spk, texts, more, order) == ["Dana", "assistant"]
+    # a reply that repeats Melanie's words counts for Melanie when she is asked about, but it
+    # is never taken away from the person asked about: the rule only adds evidence for them
+    race = (["Melanie", "Caroline"], ["I ran a race.", "Great race!"], [frozenset({"race"})] * 2)
+    assert at.credited("Melanie", *race, order) == ["Melanie", "Melanie"]
+    assert at.credited("Caroline", *race, order) == ["Melanie", "Caroline"]
+    bodies = [{"speaker": s, "text": t} for s, t in zip(spk, texts)]
+    v = at.check("Is Dana vegetarian?", bodies, lambda q: (words, per_word), 10, 0.25, order)
+    assert v.margin == -1.0 and v.passed  # both count for Dana
+    off = at.check("Is Dana vegetarian?", bodies, lambda q: (words, per_word), 10, 0.25, order,
+                   restatements=False, scoring="bm25")
+    assert off.margin == pytest.approx(0.6) and not off.passed
+
+
+def test_a_possessive_mention_counts_for_the_person_named():
+    spk = ["Ayesha", "Mei"]
+    texts = ["also it's Mei's birthday tomorrow (the 27th)", "this cake is incredible"]
+    assert at.credited("Mei", spk, texts) == ["Mei", "Mei"]
+    assert at.credited("Ayesha", spk, texts) == ["Ayesha", "Mei"]
+    assert at.credited("Mei", spk, ["Thanks, Mei! I ran a race.", "ok"]) == ["Ayesha", "Mei"]
+
+
+def test_coverage_ignores_length_and_repetition():
+    texts = ["Noted: vegetarian.", "oh and i'm vegetarian, vegetarian for years, keep in mind"]
+    words, per_word = ["vegetarian", "years"], np.array([[5.0, 3.0], [0.0, 4.0]])
+    assert at.stated_coverage(words, per_word, texts).tolist() == [5.0, 9.0]
+    assert at.stated_coverage([], np.zeros((0, 2)), texts).tolist() == [0.0, 0.0]

@@ -24,8 +24,8 @@ from synapse_cli.kernels.bm25 import bm25_accumulate, postings_csr  # noqa: E402
 from synapse_cli.kernels.bm25_reference import bm25_scores_reference, postings_csr_reference  # noqa: E402
 from synapse_cli.models.bm25 import BM25Index  # noqa: E402
 from synapse_cli.models.tokenize import tokenize  # noqa: E402
+from conftest import SHARED_DATA, needs_shared_data  # noqa: E402
 
-DATA = REPO.parent / "shared" / "data"
 TOL = 1e-5
 
 CORPUS = [
@@ -56,10 +56,7 @@ def _build(tmp_path, texts, batches=1, first_id=1):
 
 
 def _locomo():
-    path = DATA / "locomo" / "locomo_dev.json"
-    if not path.is_file():
-        pytest.fail(f"LoCoMo dev data not found at {path}: the BM25 equality test needs "
-                    "../shared/data relative to the repository root")
+    path = SHARED_DATA / "locomo" / "locomo_dev.json"
     texts, questions = [], []
     for conv in json.loads(path.read_text()):
         c = conv["conversation"]
@@ -101,6 +98,7 @@ def test_random_corpora_equal_rank_bm25(tmp_path_factory, docs, query):
     np.testing.assert_allclose(index.scores(q)[1], _reference(texts, q), rtol=0, atol=1e-12)
 
 
+@needs_shared_data(("locomo", "locomo_dev.json"))
 def test_locomo_dev_sample_equals_rank_bm25(tmp_path):
     texts, questions = _locomo()
     index, committed = _build(tmp_path, texts)

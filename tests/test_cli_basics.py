@@ -7,7 +7,6 @@ import json
 import os
 import pty
 import re
-import select
 import shutil
 import stat
 import subprocess
@@ -15,7 +14,7 @@ import subprocess
 import pytest
 
 from conftest import (SYNAPSE, assert_clean_failure, build_store, cli_env, dir_digest, fold_graph,
-                      run_cli, start_cli)
+                      read_pty, run_cli, start_cli)
 from synapse_cli import __version__
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -131,21 +130,9 @@ def _run_on_pty(args, env) -> tuple[int, str]:
     p = subprocess.Popen([str(SYNAPSE), *args], stdin=subprocess.DEVNULL, stdout=slave,
                          stderr=slave, env=env, close_fds=True)
     os.close(slave)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            break
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
+    shown = read_pty(master, 60)
     p.wait(timeout=60)
-    return p.returncode, b"".join(chunks).decode(errors="replace")
+    return p.returncode, shown.decode(errors="replace")
 
 
 def _color_codes(text: str) -> list[str]:

@@ -269,7 +269,9 @@ from fakes_extractor import FakeExtractor
 from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
 from synapse_cli.engine.store import StoreWriter
 from synapse_cli.models.embedder import get_embedder
+from synapse_cli.models import postag
 e = get_embedder()
+postag.tag("warm up")  # the tagger's lexicon loads before the kills start (0.2-1 s)
 print("ready", flush=True)
 with StoreWriter.open({store!r}) as w:
     consolidate(w, FakeExtractor(), e, ConsolidateConfig())

@@ -51,10 +51,13 @@ def test_questions_about_now(query, now):
 
 def test_the_newest_version_comes_first(store):
     new, old = TURNS[3][2], TURNS[0][2]
-    _, plain = _texts(store, "What time is the team standup every day?", lambda_superseded=0.0)
+    _, plain = _texts(store, "What time is the team standup every day?", lambda_superseded=0.0,
+                      newest_first=False)
     assert plain.index(old) < plain.index(new)  # the older line matches a little better
     _, ranked = _texts(store, "What time is the team standup every day?")
     assert ranked.index(new) < ranked.index(old)
+    _, alone = _texts(store, "What time is the team standup every day?", newest_first=False)
+    assert alone.index(new) < alone.index(old)  # the penalty alone
     _, past = _texts(store, "What time was the team standup originally, every day?")
     assert past.index(old) < past.index(new)  # a question about the past keeps the order
 
@@ -89,3 +92,51 @@ def test_a_question_about_an_unknown_topic_is_refused(store):
     assert "topic" not in out
     out, texts = _texts(store, "When is Priya's standup?")  # a known topic: answered
     assert not out["rejected"] and texts
+
+
+def test_content_words_leave_out_names_stopwords_and_numbers():
+    from synapse_cli.engine.currency import content_words
+
+    assert content_words("Priya: standup moves to 10:00 from today", "Priya") == {
+        "standup", "mov", "today"}
+    assert content_words("ok 👍", "Jonah") == set()  # "ok" is a stopword
+    assert content_words(None) == set()
+
+
+def test_newest_first_reorders_versions_in_place(store):
+    """The newest version takes the best place the versions had; the places themselves and
+    everything else keep their order (penalty off, so only the reordering acts)."""
+    import numpy as np
+
+    from synapse_cli.engine import currency
+
+    q = "What time is the team standup every day?"
+    with Store.open(store) as s:
+        arrays = graphview.build(s)
+        cfg = RecallConfig(k=6, lambda_superseded=0.0, newest_first=False)
+        plain = recall(s, q, EMB.encode([q])[0], cfg, arrays)
+        texts = [r["text"] for r in plain["results"]]
+        old, new = TURNS[0][2], TURNS[3][2]
+        assert texts.index(old) < texts.index(new)
+        on = recall(s, q, EMB.encode([q])[0], RecallConfig(k=6, lambda_superseded=0.0), arrays)
+        got = [r["text"] for r in on["results"]]
+        assert got.index(new) == texts.index(old) and got.index(old) == texts.index(new)
+        assert [t for t in got if t not in (old, new)] == [t for t in texts if t not in (old, new)]
+        # a question about the past keeps the order; so does a list of one version
+        top = np.searchsorted(arrays.ids, [r["id"] for r in plain["results"]])
+        scores = np.array([r["score"] for r in plain["results"]])
+        assert currency.version_order(s, arrays, cfg, "What time was the standup originally?",
+                                      top, scores) is None
+        assert currency.version_order(s, arrays, cfg, q, top[:1], scores[:1]) is None
+
+
+def test_an_identifier_the_store_never_mentions_is_refused(store):
+    from synapse_cli.engine.recall import bm25_open
+    from synapse_cli.engine.topic import unknown_identifiers
+
+    with Store.open(store) as s:
+        index = bm25_open(s, graphview.build(s).cache)
+        assert unknown_identifiers("What was the root cause of INC-415?", index) == ["inc", "415"]
+        assert unknown_identifiers("Is the team standup at 10:00?", index) == []
+    out, _ = _texts(store, "Why did the team standup move, see INC-415?")
+    assert out["rejected"] and out["topic"] == {"unknown": ["inc", "415"]}

@@ -101,7 +101,10 @@ def test_candidates_occur_verbatim_and_respect_the_limit():
     ("UK", "castles in the UK", "place"),
     ("Pacific Northwest", "the coast up in the Pacific Northwest", "place"),
     ("Cindy", "One of the residents, Cindy, wrote it.", "person"),
-    ("Minnesota Wolves", "I signed with the Minnesota Wolves.", "person"),
+    # a name after "the" is no person's: a place (a team is typed wrong, but not as a person)
+    ("Minnesota Wolves", "I signed with the Minnesota Wolves.", "place"),
+    ("Dolomites", "hiking the Dolomites with her sister Maya", "place"),
+    ("Maya", "hiking the Dolomites with her sister Maya", "person"),
     ("dance class", "Let's go to a dance class.", "event"),
     ("local dog shelter", "at a local dog shelter", "organization"),
     ("national parks", "hit some cool national parks", "place"),

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, SHARED_DATA, needs_shared_data
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -31,8 +31,9 @@ def test_schedule_copies_the_write_policy_of_the_turn_before():
     assert ln.noisy_stream(_items(5), ["x"], every=1, m=0) == (_items(5), 0)
 
 
+@needs_shared_data(("hotpotqa", "hotpotqa_dev100_corpus.json"), ("locomo", "locomo_dev.json"))
 def test_pools_are_fixed():
-    data = ROOT.parent / "shared" / "data"
+    data = SHARED_DATA
     a = ln.hotpot_pool(data, 0, "conv-26")
     assert a == ln.hotpot_pool(data, 0, "conv-26") and len(a) > 900
     assert a != ln.hotpot_pool(data, 1, "conv-26") and a != ln.hotpot_pool(data, 0, "conv-30")

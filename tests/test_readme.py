@@ -97,17 +97,47 @@ def test_walkthrough_runs_as_shown(tmp_path):
                 assert gs == ss, (command, g, s)
 
 
-def test_python_api_example_runs(tmp_path):
-    text = section("## Python API", "\n## ")
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 1
-    r = subprocess.run([sys.executable, "-c", blocks[0]], cwd=tmp_path, env=cli_env(),
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert 1 <= len(lines) <= 3, r.stdout
+# Runs the README's ```python blocks in order in one interpreter, as a reader pasting them into
+# one session would (a later block may use what an earlier one defined); says which block failed.
+BLOCK_RUNNER = """
+import json, sys, traceback
+blocks = json.loads(sys.argv[1])
+namespace = {"__name__": "__main__"}
+for n, (line, code) in enumerate(blocks, 1):
+    print(f"--- block {n}", flush=True)
+    try:
+        exec(compile(code, f"README.md block {n} (line {line})", "exec"), namespace)
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(f"README.md python block {n}, at line {line}, failed")
+"""
+
+
+def python_blocks() -> list[tuple[int, str]]:
+    """(line, code) of every ```python block of the README."""
+    return [(README.count("\n", 0, m.start()) + 2, m.group(1))
+            for m in re.finditer(r"```python\n(.*?)```", README, re.S)]
+
+
+def test_every_python_block_of_the_readme_runs(tmp_path):
+    blocks = python_blocks()
+    assert len(blocks) >= 2  # the API example and the Recaller
+    r = subprocess.run([sys.executable, "-c", BLOCK_RUNNER, json.dumps(blocks)], cwd=tmp_path,
+                       env=cli_env(tmp_path / "default-store"), capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    outputs = r.stdout.split("--- block ")[1:]
+    assert len(outputs) == len(blocks)
+    # the API example prints up to k=3 results, one "score type text" line each
+    n = next(i for i, (_, code) in enumerate(blocks) if "api.recall(" in code)
+    lines = outputs[n].splitlines()[1:]
+    assert 1 <= len(lines) <= 3, outputs[n]
     for line in lines:
         score, kind, text = line.split(maxsplit=2)
         float(score)
         assert kind in ("episodic", "semantic") and text
     assert (tmp_path / "memory-demo" / "MANIFEST").exists()
+    # the Recaller example answers each of its questions from that store
+    n = next(i for i, (_, code) in enumerate(blocks) if "Recaller(" in code)
+    answers = outputs[n].splitlines()[1:]
+    assert len(answers) == 2 and all(" -> ['" in a for a in answers), outputs[n]

@@ -8,9 +8,42 @@ import sys
 import typer
 
 from ..engine.paths import resolve_store
+from . import output
 from .exits import USAGE, UserError
 
-JSON_OPTION = typer.Option(False, "--json", help="NDJSON on stdout (one object per line).")
+
+def _json(value: bool) -> bool:
+    if value:
+        output.Out.json = True
+    return value  # click passes what a callback returns to the command
+
+
+def _quiet(value: bool) -> bool:
+    if value:  # never unset: `synapse -q CMD` said it before the command
+        output.Out.quiet = True
+    return value
+
+
+# Every command takes these; their callbacks set `output.Out`, which decides what is printed.
+JSON_OPTION = typer.Option(False, "--json", callback=_json,
+                           help="JSON on stdout, one object per line, also on a terminal.")
+QUIET_OPTION = typer.Option(False, "--quiet", "-q", callback=_quiet,
+                            help="No messages on stderr except errors.")
+
+
+def complete(*values: str):
+    """Tab completion of an option's or argument's values (the script `synapse completion`
+    prints asks the command for them)."""
+    def values_for(incomplete: str):
+        return [v for v in values if v.startswith(incomplete or "")]
+    return values_for
+
+
+def setting_choices(name: str) -> tuple[str, ...]:
+    """The values a setting allows (engine/config.py), e.g. recall.mode's modes."""
+    from ..engine.config import SETTINGS
+
+    return next(s.choices for s in SETTINGS if s.name == name)
 
 
 def store_path():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import typer
 
 from . import output
+from .common import QUIET_OPTION
 
 
 def register(app: typer.Typer) -> None:
@@ -17,6 +18,7 @@ def config(
                                   help="Print a config.toml with every setting commented out "
                                        "at its default, to start a config file from."),
     path: bool = typer.Option(False, "--path", help="Print the config file's path and exit."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Show every setting's effective value and its source: default, file, env or flag.
 
@@ -37,7 +39,7 @@ def config(
         output.text(cf.template())
         return
     settings = cf.resolve()
-    output.Out.json = json
+    output.Out.json = output.Out.json or json
     if not output.Out.want_table():
         output.emit(settings.as_dict())
         return

@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from . import output
-from .common import JSON_OPTION, lock_timeout, store_path
+from .common import JSON_OPTION, QUIET_OPTION, lock_timeout, store_path
 from .exits import TEMPFAIL
 
 
@@ -25,8 +25,7 @@ def consolidate(
                                                      "(oldest work first); exit 75 if work is "
                                                      "left."),
     window: Optional[int] = typer.Option(None, "--window",
-                                         help="Episodes per consolidation window (seed 000: "
-                                              "N = 5)."),
+                                         help="Episodes the model reads together (default 5)."),
     prune_threshold: Optional[float] = typer.Option(None, "--prune-threshold",
                                                     help="Replay score below which an episode "
                                                          "is marked as a prune candidate "
@@ -38,6 +37,7 @@ def consolidate(
     threads: Optional[int] = typer.Option(None, "--threads",
                                           help="CPU threads for the model (default 2)."),
     json: bool = JSON_OPTION,
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Extract entities and relations from unconsolidated episodes, window by window.
 

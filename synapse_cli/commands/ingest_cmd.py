@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from . import output
-from .common import lock_timeout, store_path
+from . import output, render
+from .common import JSON_OPTION, QUIET_OPTION, complete, lock_timeout, store_path
 from .exits import DATAERR, NOINPUT, USAGE, UserError
 
 FORMATS = ("json", "text", "doc")
@@ -51,6 +51,7 @@ def ingest(
     files: Optional[List[str]] = typer.Argument(None, metavar="[FILE]...",
                                                 help="Input files; none or '-' reads stdin."),
     fmt: str = typer.Option("json", "--format", "-f", metavar="json|text|doc",
+                            autocompletion=complete(*FORMATS),
                             help="json: NDJSON objects; text: one memory per line; "
                                  "doc: 1,200-character chunks with 200 overlap."),
     goal: Optional[str] = typer.Option(None, "--goal", metavar="TEXT",
@@ -66,13 +67,16 @@ def ingest(
     skip_invalid: bool = typer.Option(False, "--skip-invalid",
                                       help="Store the valid items and report each bad one, "
                                            "instead of rejecting the whole input."),
+    json: bool = JSON_OPTION,
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Store input as episodic memories: embeddings, BM25 postings, temporal edges.
 
     NDJSON fields: text (required), timestamp (ISO 8601 or epoch ms), speaker, session,
     source, importance (0.05-10), valence (-1..1), arousal (0..1), tags (list), pinned,
     resolved, type (episodic|working|procedural), dia_id, meta (object). The whole input is
-    one transaction: a malformed line exits 65 naming it and stores nothing.
+    one transaction: a malformed line exits 65 naming it and stores nothing. Prints one JSON
+    line per input item; on a terminal, a progress bar and a summary instead.
 
     Example: echo '{"text": "Met Ana at the climbing gym", "speaker": "me"}' | synapse ingest
     """
@@ -89,13 +93,23 @@ def ingest(
     errors = [x for x in parsed if isinstance(x, InputError)]
     for e in errors:
         output.warn(f"synapse: skipped {e}")
-    result = api.ingest_items(items, store_path(), lock_timeout=lock_timeout(),
-                              resolved=settings) if items else None
+    result = None
+    if items:
+        with render.IngestProgress() as progress:
+            from ..models.embedder import get_embedder
+
+            result = api.ingest_items(items, store_path(), lock_timeout=lock_timeout(),
+                                      resolved=settings, embedder=progress.wrap(get_embedder()))
     # stdout only after the commit: a failed stdout then never hides whether input was stored;
     # one line per input item, in input order (an outcome per item, in item order)
     outcomes = iter(result.outcomes if result is not None else [])
-    output.emit_all({"id": None, "status": "invalid", "where": x.where, "error": x.reason}
-                    if isinstance(x, InputError) else next(outcomes).as_dict() for x in parsed)
+    rows = [{"id": None, "status": "invalid", "where": x.where, "error": x.reason}
+            if isinstance(x, InputError) else next(outcomes).as_dict() for x in parsed]
+    if output.Out.want_table():
+        output.stdout_console().print(render.ingest_summary(
+            rows, result.seconds if result is not None else 0.0, store_path()))
+        return
+    output.emit_all(rows)
     if result is None:
         output.info("nothing to ingest")
         return

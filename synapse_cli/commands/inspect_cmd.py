@@ -4,7 +4,7 @@ from __future__ import annotations
 import typer
 
 from . import output
-from .common import JSON_OPTION, store_path
+from .common import JSON_OPTION, QUIET_OPTION, store_path
 from .exits import DATAERR, UserError
 
 inspect_app = typer.Typer(help="Look inside a store: summary, one record, or a full verify.\n\n"
@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
 
 @inspect_app.callback(invoke_without_command=True)
-def summary(ctx: typer.Context, json: bool = JSON_OPTION) -> None:
+def summary(ctx: typer.Context, json: bool = JSON_OPTION, quiet: bool = QUIET_OPTION) -> None:
     """Records by memory type and flag, segments, header version, edges by type, bytes on disk.
 
     Example: synapse inspect --json | jq .records
@@ -36,7 +36,7 @@ def summary(ctx: typer.Context, json: bool = JSON_OPTION) -> None:
 
 @inspect_app.command("record")
 def record(record_id: int = typer.Argument(..., metavar="ID", help="Record id."),
-           json: bool = JSON_OPTION) -> None:
+           json: bool = JSON_OPTION, quiet: bool = QUIET_OPTION) -> None:
     """Every header field decoded, the payload, and the record's edges.
 
     Example: synapse inspect record 42 --json | jq .header
@@ -48,7 +48,8 @@ def record(record_id: int = typer.Argument(..., metavar="ID", help="Record id.")
         info = read_retrying(store_path(), lambda store: build(store, record_id))
     except KeyError:
         raise UserError(f"no record with id {record_id} in this store", code=DATAERR,
-                        hint="`synapse inspect --json` shows the ids in use") from None
+                        hint="record ids are in the output of ingest and recall; `synapse "
+                             "inspect` shows how many records the store holds") from None
     if output.Out.want_table() and not json:
         # through output.dumps, which handles records nested deeper than orjson allows
         output.stdout_console().print_json(output.dumps(info).decode("utf-8"))
@@ -57,7 +58,7 @@ def record(record_id: int = typer.Argument(..., metavar="ID", help="Record id.")
 
 
 @inspect_app.command("verify")
-def verify(json: bool = JSON_OPTION) -> int:
+def verify(json: bool = JSON_OPTION, quiet: bool = QUIET_OPTION) -> int:
     """Walk every checksum and invariant; exit 0 when healthy, 1 with file and offset otherwise.
 
     Example: synapse inspect verify || echo damaged

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from .. import __version__
-from . import common, exits, output
+from . import common, exits, helpfmt, output
 
 app = typer.Typer(
     name="synapse",
@@ -47,7 +47,8 @@ def main(
         help="How long a writer waits for another writer before exiting 75 "
              "(default 30, or $SYNAPSE_LOCK_TIMEOUT).",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No messages on stderr except errors."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No messages on stderr except "
+                                                            "errors (also after the command)."),
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
@@ -56,6 +57,7 @@ def main(
     Globals.lock_timeout = None if lock_timeout is None else \
         common.seconds(lock_timeout, "--lock-timeout", usage=True)
     output.Out.quiet = quiet
+    output.Out.json = False  # a command's --json sets it (common.JSON_OPTION)
 
 
 def _register() -> None:
@@ -65,9 +67,13 @@ def _register() -> None:
     for module in (ingest_cmd, consolidate_cmd, recall_cmd, inspect_cmd, migrate_cmd, prune_cmd,
                    mark_cmd, mcp_cmd, config_cmd, completion_cmd):
         module.register(app)
+    from . import export_cmd, import_cmd, list_cmd  # data in and out (issue 22)
+    for module in (list_cmd, export_cmd, import_cmd):
+        module.register(app)
 
 
 _register()
+helpfmt.tidy(app)
 
 
 def _click_exception_types() -> tuple[tuple, tuple, tuple]:
@@ -124,6 +130,14 @@ def _fill_closed_std_fds() -> None:
                 setattr(sys, name, open(fd, mode, closefd=False))
 
 
+def _print_help(exc) -> None:
+    """rich help is printed while the error is built, leaving it no message; plain click
+    help is the message."""
+    message = exc.format_message() if hasattr(exc, "format_message") else ""
+    if message.strip():
+        print(message, file=sys.stderr)
+
+
 def run(argv: list[str] | None = None) -> None:
     """Entry point: run the app and turn every outcome into an exit code."""
     _fill_closed_std_fds()
@@ -138,6 +152,9 @@ def run(argv: list[str] | None = None) -> None:
         output.error("aborted")
         sys.exit(exits.INTERRUPTED)
     except click_types as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `synapse`: the help, exit 2
+            _print_help(exc)
+            sys.exit(exits.USAGE)
         # One line like every other error (README, Exit codes), not click's usage block.
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         ctx = getattr(exc, "ctx", None)

@@ -29,6 +29,26 @@ ENVIRONMENT = [
     ("NO_COLOR", "When set, no colour on a terminal."),
 ]
 
+# Where each command's methods come from: the project's seeds (the papers and notes its
+# algorithms follow). --help keeps to plain words; a reader of the manual gets the sources.
+SOURCES = {
+    "recall": "The default mode is the spreading activation of seed 000 (SYNAPSE: episodic-"
+              "semantic memory via spreading activation); --mode ecphory is seed 002's "
+              "EcphoryRAG and --mode synaptic seed 001's SynapticRAG. --no-inhibition, --no-fan, "
+              "--no-decay, --no-gate, --no-graph and --no-activation are the ablations of seed "
+              "000's Table 3. --verify is seed 000's second rejection stage. Retention and the "
+              "count of recalls (reconsolidation) follow seed 004.",
+    "consolidate": "Consolidation follows seed 000's Algorithm 1 (windows of N = 5 episodes) "
+                   "and its dormancy; replay scores follow seed 003 (B.3); the semantic nodes "
+                   "are seed 002's engrams.",
+    "ingest": "An item's arousal, when not given, is derived from its valence as in seed 004.",
+    "prune": "Retention times importance (--decayed), pinned records and unresolved records "
+             "that resist decay (the Zeigarnik effect) follow seed 004; dormancy follows "
+             "seed 000.",
+    "mark": "Pinned and unresolved records (the Zeigarnik effect) follow seed 004.",
+    "migrate": "The header layouts v1 (32 B), v2 (48 B) and v3 (64 B) are seed 004's.",
+}
+
 
 def _esc(text: str) -> str:
     out = text.replace("\\", "\\e").replace("-", "\\-")
@@ -93,6 +113,8 @@ def command_page(name: str, cmd, sub: dict | None = None) -> str:
         lines += [".SH EXAMPLES"]
         for ex in examples:
             lines += [".PP", ".nf", _esc(ex), ".fi"]
+    if name in SOURCES:
+        lines += [".SH NOTES", ".PP", _esc(SOURCES[name])]
     lines += [".SH EXIT STATUS", "See \\fBsynapse\\fR(1).", ".SH SEE ALSO", "\\fBsynapse\\fR(1)"]
     return "\n".join(lines) + "\n"
 

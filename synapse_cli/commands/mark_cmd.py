@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from . import output
-from .common import JSON_OPTION, lock_timeout, store_path
+from .common import JSON_OPTION, QUIET_OPTION, lock_timeout, store_path
 from .exits import DATAERR, USAGE, UserError
 
 
@@ -22,12 +22,13 @@ def mark(
         None, "--pin/--unpin", help="Pinned records never decay and are never pruned."),
     resolve: Optional[bool] = typer.Option(
         None, "--resolve/--unresolve",
-        help="Unresolved records (open tasks, Zeigarnik) do not decay and are pruned only by id."),
+        help="Unresolved records (open tasks) do not decay and are pruned only by id."),
     restore_dormant: bool = typer.Option(
         False, "--restore-dormant",
         help="Bring semantic nodes that consolidation archived as dormant back into the active "
              "graph (recall and PageRank see them again)."),
     json: bool = JSON_OPTION,
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Pin or unpin, resolve or unresolve records, restore dormant nodes; prints each record's
     flags (and whether it is dormant) as NDJSON.

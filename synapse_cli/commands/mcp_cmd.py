@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from . import output
-from .common import store_path
+from .common import QUIET_OPTION, store_path
 from .exits import NOINPUT, USAGE, UserError
 
 
@@ -31,6 +31,9 @@ def mcp(
         None, "--token-file", metavar="FILE",
         help="Require `Authorization: Bearer <token>` on every HTTP request; FILE holds the "
              "token (one line, kept private: chmod 600)."),
+    json: bool = typer.Option(False, "--json", help="Accepted like every command's: the "
+                                                    "protocol is JSON already."),
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Serve this store's memory to agents over the Model Context Protocol.
 

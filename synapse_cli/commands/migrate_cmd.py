@@ -1,10 +1,11 @@
-"""`synapse migrate --header v1|v2|v3`: change the record header layout (seed 004)."""
+"""`synapse migrate --header v1|v2|v3`: change the record header layout (seed 004's layouts)."""
 from __future__ import annotations
 
 import typer
 
 from . import output
-from .common import JSON_OPTION, confirm_destructive, lock_timeout, store_path
+from .common import JSON_OPTION, QUIET_OPTION, complete, confirm_destructive, lock_timeout
+from .common import store_path
 from .exits import USAGE, UserError
 
 
@@ -14,10 +15,12 @@ def register(app: typer.Typer) -> None:
 
 def migrate(
     header: str = typer.Option(..., "--header", metavar="v1|v2|v3",
+                               autocompletion=complete("v1", "v2", "v3"),
                                help="Target header layout: v1 (32 B), v2 (48 B), v3 (64 B)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would change; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Confirm a lossy downgrade."),
     json: bool = JSON_OPTION,
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Rewrite every segment in another header layout, atomically.
 

@@ -8,7 +8,7 @@ import typer
 
 from . import output
 from .common import JSON_OPTION, check_tags, confirm_destructive, lock_timeout, store_path
-from .common import parse_time_option
+from .common import QUIET_OPTION, complete, parse_time_option
 from .exits import DATAERR, USAGE, UserError
 
 
@@ -51,7 +51,8 @@ def _require_records(w, ids) -> None:
 def prune(
     decayed: Optional[float] = typer.Option(
         None, "--decayed", metavar="BELOW",
-        help="Records whose decay x importance (seed 004) is below BELOW at --at."),
+        help="Records whose retention (1 when new, fading with time unless recalled) times "
+             "importance is below BELOW at --at."),
     at: Optional[str] = typer.Option(None, "--at", metavar="TIME",
                                      help="When --decayed is evaluated (default: now)."),
     dormant: bool = typer.Option(
@@ -76,6 +77,7 @@ def prune(
     min_similarity: float = typer.Option(0.45, "--min-similarity", metavar="COS",
                                          help="Similarity floor of --query matches."),
     match: str = typer.Option("any", "--match", metavar="any|all",
+                              autocompletion=complete("any", "all"),
                               help="Select records matching any policy (default) or all."),
     restore: List[int] = typer.Option([], "--restore", metavar="ID", min=1, max=2**64 - 1,
                                       help="Take this record out of the trash (repeatable)."),
@@ -89,6 +91,7 @@ def prune(
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Confirm (needed when stdin is not a terminal)."),
     json: bool = JSON_OPTION,
+    quiet: bool = QUIET_OPTION,
 ) -> None:
     """Forget memories: policies move records to the trash, --compact/--purge remove them.
 

@@ -1,4 +1,4 @@
-"""`synapse recall`: the memories that matter for a query, as JSON."""
+"""`synapse recall`: the memories that matter for a query, as JSON (a list on a terminal)."""
 from __future__ import annotations
 
 import sys
@@ -6,10 +6,14 @@ from typing import List, Optional
 
 import typer
 
-from . import output
+from . import output, render
 from ..engine.inputs import BOM
-from .common import check_tags, parse_time_option, store_path
+from .common import JSON_OPTION, QUIET_OPTION, check_tags, complete, parse_time_option
+from .common import setting_choices, store_path
 from .exits import USAGE, UserError
+
+
+MEMORY_TYPES = ("episodic", "semantic", "working", "procedural")  # engine.recall.TYPE_BITS
 
 
 def register(app: typer.Typer) -> None:
@@ -64,35 +68,41 @@ def recall(
     query: Optional[str] = typer.Argument(None, help="The query; '-' or none reads NDJSON "
                                                      "({\"query\": ...}) or lines from stdin."),
     mode: Optional[str] = typer.Option(None, "--mode", "-m",
-                                       metavar="synapse|vector|bm25|hybrid|ecphory|synaptic",
-                                       help="synapse: spreading activation (default); "
-                                            "ecphory: cue-driven centroid spreading over "
-                                            "semantic nodes, returning their source chunks "
-                                            "(seed 002); synaptic: spike-train temporal "
-                                            "association, stimulus propagation and leaky "
-                                            "integrate-and-fire (seed 001); the others are "
-                                            "baselines. Config: "
-                                            "recall.mode."),
+                                       metavar="MODE",
+                                       autocompletion=complete(*setting_choices("recall.mode")),
+                                       help="How to search. synapse (default): from the "
+                                            "best matches, activation spreads along the links "
+                                            "between memories; ecphory: through the people, "
+                                            "places and facts consolidate found, returning "
+                                            "the passages they came from; synaptic: through "
+                                            "memories close in time and meaning; vector, bm25, "
+                                            "hybrid: plain similarity and keyword baselines. "
+                                            "Config: recall.mode."),
     k: Optional[int] = typer.Option(None, "--k", "-k",
                                     help="How many memories to return (default 30; config: "
                                          "recall.k)."),
     explain: bool = typer.Option(False, "--explain",
-                                 help="Add the path by which activation reached each result "
-                                      "(ecphory: the engram and centroid hop behind each; "
-                                      "synaptic: the stimulus path from the query)."),
+                                 help="Show how each result was reached: the memories "
+                                      "activation passed through (ecphory: the fact it came "
+                                      "from; synaptic: the chain from the query)."),
     cues: Optional[str] = typer.Option(None, "--cues", metavar="rules|model",
-                                       help="ecphory: extract the query's cues by rules "
-                                            "(default, instant) or with the local model "
-                                            "(slower). Config: ecphory.cues."),
+                                       autocompletion=complete(*setting_choices("ecphory.cues")),
+                                       help="ecphory: find the names, places and times in "
+                                            "the query by rules (default, instant) or with the "
+                                            "local model (slower). Config: ecphory.cues."),
     propagation: Optional[str] = typer.Option(None, "--propagation", metavar="centroid|original",
-                                              help="synaptic: one similarity scan per layer "
-                                                   "from the parents' centroid (default, O(n)) "
-                                                   "or one per parent node (the seed's "
-                                                   "original, O(n) per parent). Config: "
+                                              autocompletion=complete(
+                                                  *setting_choices("synaptic.propagation")),
+                                              help="synaptic: one search per step from the "
+                                                   "average of the memories reached (default, "
+                                                   "fast) or one per memory reached (slower on "
+                                                   "a large store). Config: "
                                                    "synaptic.propagation."),
     no_touch: bool = typer.Option(False, "--no-touch",
-                                  help="Read only: do not count this recall (reconsolidation)."),
+                                  help="Read only: do not count this recall (recalled "
+                                       "memories fade more slowly)."),
     memory_type: List[str] = typer.Option([], "--type", metavar="TYPE",
+                                          autocompletion=complete(*MEMORY_TYPES),
                                           help="Only this memory type (repeatable): episodic, "
                                                "semantic, working, procedural."),
     since: Optional[str] = typer.Option(None, "--since", metavar="TIME",
@@ -107,9 +117,11 @@ def recall(
                                   help="Only memories carrying TAG (repeatable; speaker:NAME, "
                                        "session:ID work too)."),
     tau_gate: Optional[float] = typer.Option(None, "--tau-gate",
-                                             help="Reject when the top activation is below "
-                                                  "this (default 0.05; config: gate.tau_gate)."),
-    no_gate: bool = typer.Option(False, "--no-gate", help="Ablation: never reject."),
+                                             help="Answer \"no record\" when the best match "
+                                                  "is weaker than this (default 0.05; config: "
+                                                  "gate.tau_gate)."),
+    no_gate: bool = typer.Option(False, "--no-gate", help="Never answer \"no record\": return "
+                                                          "the best matches anyway."),
     no_attribution: bool = typer.Option(
         False, "--no-attribution", help="Skip the gate's attribution check (a query naming one "
                                         "speaker is refused when another speaker's statement "
@@ -125,17 +137,30 @@ def recall(
     verify_memories: Optional[int] = typer.Option(
         None, "--verify-memories", help="How many top memories --verify shows the model "
                                         "(default 5; config: verify.verify_memories)."),
-    no_inhibition: bool = typer.Option(False, "--no-inhibition", help="Ablation: beta = 0."),
-    no_fan: bool = typer.Option(False, "--no-fan", help="Ablation: no fan-effect dilution."),
-    no_decay: bool = typer.Option(False, "--no-decay", help="Ablation: ignore header decay "
-                                                             "(config: score.decay = false)."),
-    no_graph: bool = typer.Option(False, "--no-graph", help="Ablation: anchors only, no edges."),
+    no_inhibition: bool = typer.Option(False, "--no-inhibition",
+                                       help="For measuring: strong memories do not hold back "
+                                            "weaker ones while activation spreads (no effect "
+                                            "at the default activation.beta = 0)."),
+    no_fan: bool = typer.Option(False, "--no-fan", help="For measuring: a memory with many "
+                                                        "links passes each the same activation "
+                                                        "instead of sharing it out."),
+    no_decay: bool = typer.Option(False, "--no-decay", help="For measuring: ignore how much "
+                                                            "memories have faded with age "
+                                                            "(config: score.decay = false)."),
+    no_graph: bool = typer.Option(False, "--no-graph", help="For measuring: the direct matches "
+                                                            "only, no links between memories."),
     no_activation: bool = typer.Option(False, "--no-activation",
-                                       help="Ablation: no spreading activation at all."),
+                                       help="For measuring: rank by similarity and keywords "
+                                            "alone, without spreading activation."),
+    json: bool = JSON_OPTION,
+    quiet: bool = QUIET_OPTION,
 ) -> None:
-    """Recall memories by spreading activation through the memory graph; JSON on stdout.
+    """Recall the memories that matter for a query: JSON on stdout, a list on a terminal.
 
-    A query with no supporting memory prints {"rejected": true, "results": []} and exits 0.
+    Activation spreads from the memories that best match the query along the links between
+    memories, so a memory that shares no word with the question can still be found. A query
+    with no supporting memory prints {"rejected": true, "results": []} and exits 0 (on a
+    terminal: "no record").
 
     Example: synapse recall "where did Caroline go hiking?" --k 5 | jq '.results[].text'
     """
@@ -174,10 +199,14 @@ def recall(
         for where, text in queries:
             if isinstance(text, UserError):  # answer the others; an error object in its place
                 output.warn(f"synapse: skipped {text}")
-                output.emit({"where": where, "error": str(text).split(": ", 1)[-1]})
+                if not output.Out.want_table():  # on a terminal the warning is the answer
+                    output.emit({"where": where, "error": str(text).split(": ", 1)[-1]})
                 continue
             result = r.recall(text, cfg, touch=not no_touch, check=check, now_ms=as_of_ms)
-            output.emit(result)
+            if output.Out.want_table():
+                render.print_recall(result, explain)
+            else:
+                output.emit(result)
         if r.touch_error:
             output.warn(f"synapse: answered, but recording the recall failed ({r.touch_error}); "
                         "--no-touch answers without writing")

@@ -62,8 +62,9 @@ class Setting:
 
 S = Setting
 SETTINGS: tuple[Setting, ...] = (
-    S("recall", "mode", str, "synapse", "synapse (spreading activation) or a baseline: vector, "
-      "bm25, hybrid; or ecphory (seed 002)", "recall",
+    S("recall", "mode", str, "synapse", "synapse (spreading activation), ecphory (through the "
+      "people, places and facts consolidate found), synaptic (memories close in time and "
+      "meaning), or a baseline: vector, bm25, hybrid", "recall",
       choices=("synapse", "vector", "bm25", "hybrid", "ecphory", "synaptic")),
     S("recall", "k", int, 30, "how many memories recall returns", "recall", 1, 1000),
     S("recall", "semantic_results", bool, False, "synapse mode: semantic nodes (from consolidate) "
@@ -90,17 +91,26 @@ SETTINGS: tuple[Setting, ...] = (
     S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the top activation is "
       "below this", "recall"),
     S("gate", "topic_check", bool, True, "refuse a query none of whose topic words (not "
-      "names, not question words) occurs in the store in any form", "recall"),
+      "names, not question words) occurs in the store in any form, or that names an "
+      "identifier with digits the store never mentions (INC-415)", "recall"),
     S("gate", "topic_sim", float, 0.2, "topic check: a topic word the store does not use "
-      "still counts as known at this cosine to one of the top memories (pet ~ dog)", "recall",
+      "still counts as known at this cosine to one of the top memories (pet ~ dog; lower "
+      "accepts more distant synonyms, and more questions nothing answers)", "recall",
       -1, 1),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
       "speaker's statement answers it better (engine/attribution.py)", "recall"),
-    S("gate", "tau_attribution", float, 0.25, "relative margin (share of the best match) by "
+    S("gate", "tau_attribution", float, 0.3, "relative margin (share of the best match) by "
       "which another speaker's statement must match better for the attribution check to "
       "refuse", "recall", -1, 1),
     S("gate", "attribution_depth", int, 10, "top memories the attribution check weighs",
       "recall", 1, 1000),
+    S("gate", "restatements", bool, True, "attribution check: another speaker's statement that "
+      "only repeats what the person the query names said earlier counts for that person (an "
+      "assistant's 'Noted: vegetarian' is the user's fact)", "recall"),
+    S("gate", "attribution_content", str, "coverage", "attribution check: what a statement's "
+      "match is worth; coverage = the query words it states, each weighted by its best BM25 "
+      "share (a short repeat counts as much as the original), bm25 = its BM25 over them",
+      "recall", choices=("coverage", "bm25")),
     S("verify", "verify_threshold", float, -1.2, "recall --verify rejects when the model's log "
       "P(yes) - log P(no) that the memories mention what the query asks is below this "
       "(calibrated on LoCoMo dev, see engine/answer_check.py)"),
@@ -131,6 +141,10 @@ SETTINGS: tuple[Setting, ...] = (
       "restates the older (a new version of the same fact)", "recall", -1, 1),
     S("score", "version_depth", int, 20, "how many of the best candidates are compared for "
       "versions", "recall", 2, 1000),
+    S("score", "newest_first", bool, True, "for a question about the current state of a fact, "
+      "the newest of its versions among the best score.version_depth (cosine >= "
+      "score.version_sim, a topic word of the question in common) takes the best place any of "
+      "them had", "recall"),
     S("ecphory", "k_init", int, 10, "recall --mode ecphory: engrams (semantic nodes) nearest "
       "the cue (seed 002 Table 5)", "recall", 1, 10000),
     S("ecphory", "hops", int, 2, "centroid hops D of the associative spreading", "recall", 0, 10),
@@ -188,8 +202,9 @@ SETTINGS: tuple[Setting, ...] = (
       "an ASSOCIATION edge", "consolidate", -1, 1),
     S("dormancy", "dormancy_epsilon", float, 0.01, "activation below which a consolidation "
       "window counts as low for a semantic node (seed 000)", "consolidate", 0),
-    S("dormancy", "dormancy_windows", int, 10, "low windows in a row that archive a semantic "
-      "node as dormant (seed 000: W = 10; 0 = never)", "consolidate", 0, 1_000_000),
+    S("dormancy", "dormancy_windows", int, 0, "low windows in a row that archive a semantic "
+      "node as dormant (seed 000: W = 10; 0 = never, the default: W = 10 cost 3.7 points of "
+      "LoCoMo recall@10, docs/FORMAT.md 16.1)", "consolidate", 0, 1_000_000),
     S("gating", "goal", str, None, "ingest drops input unrelated to this goal", "ingest"),
     S("gating", "goal_threshold", float, 0.1, "cosine an item needs to pass the goal", "ingest",
       -1, 1),

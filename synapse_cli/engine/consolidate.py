@@ -6,13 +6,16 @@ Per window of N unconsolidated episodes of one session or source (oldest first):
 2. extraction (cached, FORMAT.md 13.1) of entities and relations from the kept turns, plus the
    speakers of those turns as person nodes related to what they mention (deterministic);
 3. each entity becomes a node "name [TYPE] type [DESC] description" (seed 002 eq. 1), or merges
-   into an existing node with the same name or cosine >= 0.92 (EMA of the vector); each
+   into an existing node with the same name or name key, or cosine >= 0.92 between names that
+   share a word (EMA of the vector); its description is rebuilt from its relations ("sister of
+   Caroline", `role_relations`) and the clause of every episode that names it (`facts`); each
    document the window reads or names gets a node if it has none (engine/doclinks.py);
-4. ABSTRACTION edges episode <-> node, RELATION edges from the extraction, ASSOCIATION edges
-   between similar nodes, document links, at most K incoming non-temporal edges per node
-   (document nodes excepted);
-5. dormancy (seed 000 3.1, engine/dormancy.py): the window's activation is observed over the
-   committed graph and the new state staged into the same commit;
+4. ABSTRACTION edges node <-> each episode that names it, RELATION edges from the extraction,
+   ASSOCIATION edges between similar nodes, document links, at most K incoming non-temporal
+   edges per node (document nodes excepted);
+5. dormancy (seed 000 3.1, engine/dormancy.py; off by default, `dormancy_windows` 0): the
+   window's activation is observed over the committed graph and the new state staged into the
+   same commit;
 6. commit (nodes, edges, BM25 postings, new payload entries, dormancy state), and only then
    rewrite existing records in place (consolidated flags, EMA vectors): see FORMAT.md 13.3 for
    why that order makes a crash at any point safe to re-run.
@@ -20,6 +23,7 @@ After the last window, PageRank of the new graph is computed and cached (FORMAT.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -28,7 +32,9 @@ import numpy as np
 from store_format import flags as fl
 from store_format import graph_files as gf
 
-from ..models.extractor import candidate_spans, speaker_entities, window_text
+from ..models.extractor import (candidate_spans, describe, role_relations, speaker_entities,
+                                window_text)
+from ..models.words import _SPEAKER
 from . import doclinks, pagerank_cache
 from .dormancy import DormancyConfig, DormancyState
 from .extract_cache import ExtractCache, cache_key
@@ -36,6 +42,42 @@ from .memory import NewMemory
 from .store import StoreWriter
 
 MAX_LIST = 32  # sources / relations kept in a node's body
+MAX_FACTS = 8  # clauses about a node kept in its body (its description is built from them)
+MAX_DESC = 400  # characters of a node's description
+SPEAKER_DESC = "a speaker"
+_LEAD = re.compile(r"^(?:a|an|the|my|your|his|her|our|their|this|that|these|those|some)\s+")
+
+
+def name_key(name: str) -> str:
+    """What makes two names one node: casefolded, whitespace collapsed, one leading article or
+    possessive dropped, a plural -s of the last word dropped ("the Dolomites" = "Dolomites",
+    "books" = "book"; the matching rule of bench/README_extract.md)."""
+    k = _LEAD.sub("", " ".join(name.casefold().split()))
+    return k[:-1] if len(k) > 3 and k.endswith("s") and not k.endswith("ss") else k
+
+
+def mentions(name: str, text: str) -> bool:
+    """Does episode `text` ("speaker: text") name `name`? Its speaker, or the name as a whole
+    word anywhere in the turn (case-insensitive, a plural or possessive allowed)."""
+    m = _SPEAKER.match(text)
+    if m and m.group(1).casefold() == name.casefold():
+        return True
+    body = text[m.end():] if m else text
+    stem = re.escape(name_key(name) or name.casefold())
+    return re.search(rf"(?<![\w-]){stem}(?:s|es|['’]s)?(?![\w-])", body.casefold()) is not None
+
+
+def describe_node(body: dict) -> str:
+    """A node's description from everything known about it: the relations it states ("sister of
+    Caroline") then the clauses of the episodes that mention it, oldest first (FORMAT.md 13.3)."""
+    if body.get("etype") == "person" and body.get("desc") == SPEAKER_DESC \
+            and not body.get("facts"):
+        return SPEAKER_DESC
+    parts = [f"{r[1]} {r[0]}" for r in body.get("relations", [])
+             if isinstance(r, list) and len(r) >= 2 and r[1] != "talks about"]
+    parts += [f for f in body.get("facts", []) if f not in parts]
+    desc = "; ".join(parts) or str(body.get("desc", ""))
+    return desc[:MAX_DESC].rsplit(" ", 1)[0] if len(desc) > MAX_DESC else desc
 
 
 @dataclass
@@ -50,7 +92,10 @@ class ConsolidateConfig:
     entity_bonus: float = 0.1       # per entity repeated in the window or already known (<= 5)
     recall_bonus: float = 0.1       # per recall (<= 10)
     dormancy_epsilon: float = 0.01  # seed 000: activation below this is a low window
-    dormancy_windows: int = 10      # seed 000: W low windows in a row archive a node; 0 = never
+    # Seed 000: W = 10 low windows in a row archive a node; 0 = never. Default 0: on the
+    # consolidated LoCoMo dev stores W = 10 archived most topics of a long conversation and cost
+    # 3.7 points of recall@10 (bench/consolidation_recall.py, row no-dormancy; FORMAT.md 16.1).
+    dormancy_windows: int = 0
     max_seconds: float | None = None
 
 
@@ -160,6 +205,7 @@ class NodeIndex:
         self.vectors = np.zeros((0, dim), np.float32)
         self.bodies: list[dict] = []
         self.by_name: dict[str, int] = {}
+        self.by_key: dict[str, int] = {}   # name_key -> index: one node per name and its forms
 
     @classmethod
     def load(cls, store) -> "NodeIndex":
@@ -180,6 +226,7 @@ class NodeIndex:
         self.ids.append(rid)
         self.bodies.append(body)
         self.by_name.setdefault(str(body.get("name", "")).casefold(), len(self.ids) - 1)
+        self.by_key.setdefault(name_key(str(body.get("name", ""))), len(self.ids) - 1)
         return len(self.ids) - 1
 
     def add(self, rid: int, body: dict, vector: np.ndarray) -> int:
@@ -187,16 +234,24 @@ class NodeIndex:
         return self._add(rid, body)
 
     def match(self, name: str, vector: np.ndarray, threshold: float) -> int | None:
-        """Same name (case-insensitive) first: descriptions differ from window to window, so
-        two mentions of "Caroline" can fall below the cosine threshold; then cosine."""
+        """Same name (case-insensitive) first, then the same `name_key` ("the Dolomites",
+        "books"): descriptions differ from window to window, so two mentions of "Caroline" can
+        fall below the cosine threshold; then cosine, only between names that share a word: two
+        names described by the same clause ("the Dolomites with her sister Maya") embed alike
+        and must stay two nodes."""
         hit = self.by_name.get(name.casefold())
+        if hit is None:
+            hit = self.by_key.get(name_key(name))
         if hit is not None:
             return hit
         if len(self.ids):
             sims = self.vectors @ vector
-            best = int(np.argmax(sims))
-            if sims[best] >= threshold:
-                return best
+            words = set(name_key(name).split())
+            for best in np.argsort(-sims)[:5].tolist():
+                if sims[best] < threshold:
+                    break
+                if words & set(name_key(str(self.bodies[best].get("name", ""))).split()):
+                    return int(best)
         return None
 
 
@@ -328,13 +383,29 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
             cache.put(key, result)
         # Speakers are linked deterministically (never by the model): a person node each,
         # related to what they mention. Not cached: it costs nothing and the rule may change.
-        result = speaker_entities(kept_texts, result)
+        result = role_relations(kept_texts, speaker_entities(kept_texts, result))
     res.extractions.append((win.ids, result))
 
     # Nodes: merge or create. `slot` maps an entity name to its node (existing or pending).
     ents = result["entities"]
-    vecs = embedder.encode([f"{e['name']} [TYPE] {e['type']} [DESC] {e['description']}"
-                            for e in ents]) if ents else np.zeros((0, w.manifest.dim))
+    speaker_names = {t.split(": ", 1)[0].casefold() for t in kept_texts if _SPEAKER.match(t)}
+    # Which kept episodes name each entity (a speaker: their own turns too): a node is linked
+    # to those, not to the whole window, and described by their clauses.
+    seen_in = [[ep for ep, t in zip(kept_ids, kept_texts) if mentions(e["name"], t)] or
+               list(kept_ids) for e in ents]
+    facts = [[] if e["name"].casefold() in speaker_names else
+             list(dict.fromkeys(c for c in (describe(e["name"], [t]) for t in kept_texts
+                                            if mentions(e["name"], t)) if c))
+             for e in ents]
+    first = [{"name": e["name"], "etype": e["type"], "facts": f,
+              "desc": SPEAKER_DESC if e["name"].casefold() in speaker_names else
+              e["description"], "relations": []} for e, f in zip(ents, facts)]
+    # The vector embeds the name with its first clause only (as before facts): every clause
+    # of the window would make the text several times longer and MiniLM as many times slower.
+    vecs = embedder.encode([f"{e['name']} [TYPE] {e['type']} [DESC] "
+                            f"{(b['facts'] or [b['desc']])[0]}"
+                            for e, b in zip(ents, first)]) if ents \
+        else np.zeros((0, w.manifest.dim))
     pending: list[tuple[NewMemory, int]] = []   # (memory, index in `nodes`)
     touched_existing: dict[int, None] = {}
     window_nodes: dict[str, int] = {}           # casefolded name -> index in `nodes`
@@ -362,26 +433,33 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         if not doclinks.is_document(nodes.bodies[hit]):
             nodes.bodies[hit]["document"] = True
             touched_existing[hit] = None
-    for e, v in zip(ents, vecs):
+    node_eps: dict[int, list[int]] = {}       # index in `nodes` -> episodes that name it
+    for e, v, eps, f, b0 in zip(ents, vecs, seen_in, facts, first):
         v = _unit(v)
         hit = nodes.match(e["name"], v, cfg.dedup_threshold)
         if hit is not None:
             nodes.vectors[hit] = _unit((1 - cfg.ema) * nodes.vectors[hit] + cfg.ema * v)
             body = nodes.bodies[hit]
-            body["sources"] = (list(body.get("sources", [])) + kept_ids)[-MAX_LIST:]
+            old = [s for s in body.get("sources", []) if s not in eps]
+            body["sources"] = (old + eps)[-MAX_LIST:]
+            if f and not doclinks.is_document(body):
+                had = body.get("facts")
+                if had is None:  # a node from before facts: its one clause is the first fact
+                    d = str(body.get("desc", ""))
+                    had = [d] if d and d != SPEAKER_DESC else []
+                body["facts"] = list(dict.fromkeys(list(had) + f))[:MAX_FACTS]
             if hit < n_existing:
                 touched_existing[hit] = None
                 res.nodes_merged += 1
         else:
-            text = f"{e['name']} [TYPE] {e['type']} [DESC] {e['description']}"
-            body = {"name": e["name"], "etype": e["type"], "desc": e["description"],
-                    "sources": list(kept_ids), "relations": []}
+            body = dict(b0, sources=list(eps))
             hit = nodes.add(0, body, v)  # id assigned at append
-            pending.append((NewMemory(text=text, vector=v, timestamp_ms=win.timestamp_ms,
+            pending.append((NewMemory(text="", vector=v, timestamp_ms=win.timestamp_ms,
                                       memory_type=fl.MemoryType.SEMANTIC, resolved=True,
                                       meta={}), hit))
             res.nodes_created += 1
         window_nodes[e["name"].casefold()] = hit
+        node_eps[hit] = list(dict.fromkeys(node_eps.get(hit, []) + eps))
     for r in result["relations"]:
         s, d = window_nodes.get(r["src"].casefold()), window_nodes.get(r["dst"].casefold())
         if s is not None and d is not None and s != d:
@@ -392,8 +470,14 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
             if s < n_existing:
                 touched_existing[s] = None
 
+    for i in set(window_nodes.values()):  # descriptions from all that is known now
+        b = nodes.bodies[i]
+        if not doclinks.is_document(b):
+            b["desc"] = describe_node(b)
     for mem, i in pending:  # bodies are final now (relations of this window included)
         b = nodes.bodies[i]
+        if not mem.text:
+            mem.text = f"{b['name']} [TYPE] {b['etype']} [DESC] {b['desc']}"
         mem.meta = dict(b)
         mem.vector = nodes.vectors[i]
     _append_nodes(w, nodes, pending)
@@ -406,11 +490,10 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         src.append(a), dst.append(b), typ.append(t), wgt.append(x)
         inedges.upsert(a, b, t, x)
 
-    node_ids = sorted({nodes.ids[i] for i in window_nodes.values()})
-    for ep in kept_ids:
-        for nid in node_ids:
-            edge(ep, nid, gf.ABSTRACTION, cfg.abstraction_weight)
-            edge(nid, ep, gf.ABSTRACTION, cfg.abstraction_weight)
+    for i in sorted(set(window_nodes.values()), key=lambda i: nodes.ids[i]):
+        for ep in node_eps[i]:
+            edge(ep, nodes.ids[i], gf.ABSTRACTION, cfg.abstraction_weight)
+            edge(nodes.ids[i], ep, gf.ABSTRACTION, cfg.abstraction_weight)
     for r in result["relations"]:
         s, d = window_nodes.get(r["src"].casefold()), window_nodes.get(r["dst"].casefold())
         if s is not None and d is not None and s != d:
@@ -457,8 +540,10 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
 
     # In-place rewrites of committed records: applied by commit() after the manifest.
     for i in touched_existing:
-        w.rewrite_after_commit(nodes.ids[i], vector=nodes.vectors[i],
-                               body={"text": w.body(nodes.ids[i])["text"], **nodes.bodies[i]})
+        b = nodes.bodies[i]
+        text = w.body(nodes.ids[i])["text"] if doclinks.is_document(b) else \
+            f"{b['name']} [TYPE] {b['etype']} [DESC] {b['desc']}"
+        w.rewrite_after_commit(nodes.ids[i], vector=nodes.vectors[i], body={**b, "text": text})
     for k, rid in enumerate(win.ids):
         h = w.header(rid)
         h = h.replace(flags=fl.set_flag(h.flags, fl.CONSOLIDATED))

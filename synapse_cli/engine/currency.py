@@ -1,6 +1,6 @@
 """Memory that stays true: the current version of a fact first, chatter last (issue 17).
 
-Two adjustments of the default mode's fused score, both applied before the gate:
+Three adjustments of the default mode's fused score, all applied before the gate:
 - *content prior*: a turn of one or two words ("ok", "RIP", "👍") scores high against any
   question that names its speaker, because ingest embeds "speaker: text"; it loses
   `lambda_chatter` x (1 - tokens / `content_tokens`) (tokens: its BM25 document length, the
@@ -11,6 +11,12 @@ Two adjustments of the default mode's fused score, both applied before the gate:
   moves to 10:00" after "standup is at 9:30". A question about the past ("when did", "first",
   "originally", "before", "used to") or a list ("what are her hobbies?", whose answer is every
   version) keeps the order; `recall --as-of` makes the later versions invisible instead.
+- *newest first* (`newest_first`, same questions): among the best `version_depth`, the
+  versions of one fact (cosine >= `version_sim` to the best-scoring of them, and a topic word
+  of the question in common, so that two turns of one speaker are not versions just because
+  both start with the speaker's name) are reordered by time within the places they hold: the
+  newest takes the best place, which brings in an update the penalty alone leaves below the
+  top 10 ("moved it to Tuesday 24th" after "the design review is Thursday 19th").
 """
 from __future__ import annotations
 
@@ -72,4 +78,82 @@ def superseded_penalty(store, arrays, cfg, query: str, top: np.ndarray) -> np.nd
         return None
     out = np.zeros(len(arrays.ids), np.float64)
     out[top[old]] = -cfg.lambda_superseded
+    return out
+
+
+def version_order(store, arrays, cfg, query: str, top: np.ndarray,
+                  scores: np.ndarray) -> np.ndarray | None:
+    """float per position to add to the fused score so that, within each group of versions of
+    one fact among the best `version_depth` candidates, the newest takes the group's best
+    score, the next newest its second best, and so on: the group keeps its places in the
+    ranking, its members are reordered by time. A group: the best-scoring candidate not yet in
+    one and every other such candidate at cosine >= `version_sim` to it that shares one of the
+    question's topic words with it (shared_words; not joined transitively, so a chain of one
+    speaker's small talk is no group). None when nothing changes (it applies to the questions
+    superseded_penalty does)."""
+    if len(top) < 2 or not asks_about_now(query):
+        return None
+    from .graphview import unit_vectors
+
+    top = np.asarray(top[: cfg.version_depth], np.int64)
+    sc = np.asarray(scores[: cfg.version_depth], np.float64)
+    v = unit_vectors(store, top)
+    same = ((v @ v.T) >= cfg.version_sim) & shared_words(store, arrays, top, query)
+    n = len(top)
+    group = np.full(n, -1)
+    for i in np.argsort(-sc, kind="stable"):  # the best unassigned candidate leads a group
+        if group[i] < 0:
+            group[(group < 0) & same[i]] = i
+    ts = arrays.timestamps[top]
+    out = None
+    for g in np.unique(group):
+        members = np.flatnonzero(group == g)
+        if len(members) < 2:
+            continue
+        by_time = members[np.lexsort((top[members], -ts[members]))]  # newest first
+        by_score = np.sort(sc[members])[::-1]
+        delta = by_score - sc[by_time]
+        if not np.any(delta):
+            continue
+        out = np.zeros(len(arrays.ids), np.float64) if out is None else out
+        out[top[by_time]] += delta - 1e-9 * np.arange(len(members))
+    return out
+
+
+def content_words(text: str | None, speaker: str | None = None) -> set[str]:
+    """The words of `text` that can carry a fact: not stopwords, numbers or the speaker's
+    name; each with a plural or -ing/-ed ending cut off (_stem), so that "moves" and "moved"
+    meet."""
+    from ..models.tokenize import tokenize
+    from ..models.words import _STOP
+
+    drop = set(tokenize(speaker or ""))
+    return {_stem(w) for w in tokenize(text or "") if w not in _STOP and w not in drop
+            and len(w) > 1 and not w.isdigit()}
+
+
+def _stem(w: str) -> str:
+    """A crude common form: the first of -ing, -ed, -es, -s cut off when 3 letters remain."""
+    for suf in ("ing", "ed", "es", "s"):
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            return w[: -len(suf)]
+    return w
+
+
+def shared_words(store, arrays, top: np.ndarray, query: str | None = None) -> np.ndarray:
+    """bool [n, n]: the two memories share a content word (content_words); with `query`, a
+    content word that is one of its topic words (engine/topic.py): both speak of what the
+    question asks about."""
+    bodies = store.bodies(arrays.ids[top])
+    words = [content_words(b.get("text"), b.get("speaker")) for b in bodies]
+    if query is not None:
+        from .topic import topic_words
+
+        asked = {_stem(w) for w in topic_words(query)}
+        words = [w & asked for w in words]
+    n = len(words)
+    out = np.eye(n, dtype=bool)
+    for i in range(n):
+        for j in range(i + 1, n):
+            out[i, j] = out[j, i] = bool(words[i] & words[j])
     return out

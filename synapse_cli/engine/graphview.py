@@ -9,6 +9,7 @@ import numpy as np
 
 from store_format import dormancy as dm
 from store_format import flags as fl
+from store_format import graph_files as gf
 from store_format import spikes as sp
 from store_format.headers import HEADER_BYTES
 
@@ -70,6 +71,67 @@ def subgraph(graph: tuple, keep: np.ndarray) -> tuple[np.ndarray, ...]:
     return out, indices[ok], weights[ok], types[ok]
 
 
+# Activation that crosses a semantic node is weighted like a word in IDF: a node that 3 of 600
+# episodes mention is a strong bridge between them, a node that 60 mention (a speaker, "today")
+# a weak one. Each ABSTRACTION edge into or out of a semantic node is scaled by
+# log(N / df) / log(N), N = live episodes, df = the node's episodes (1 for df = 1, 0 for a node
+# linked to every episode). Measured on the consolidated LoCoMo dev stores:
+# bench/consolidation_recall.py. False: the weights as stored.
+SEMANTIC_IDF = True
+IDF_OUT = True  # also scale the node -> episode direction (the fan effect already divides it)
+
+
+def semantic_idf(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray,
+                 types: np.ndarray, flags: np.ndarray, live: np.ndarray) -> np.ndarray:
+    """`weights` (f32 [m]) with every ABSTRACTION edge that touches a semantic node scaled by
+    that node's IDF (see SEMANTIC_IDF); positions by `indptr` (i64 [n+1]) / `indices`
+    (i32 [m]); `live` (bool [n]) the records that count as episodes."""
+    n = len(indptr) - 1
+    semantic = fl.memory_type_code(flags) == fl.MemoryType.SEMANTIC
+    if not semantic.any() or not len(indices):
+        return weights
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    dst = indices.astype(np.int64)
+    abst = types == gf.ABSTRACTION
+    to_episode = abst & semantic[src] & ~semantic[dst]
+    df = np.bincount(src[to_episode], minlength=n).astype(np.float64)
+    episodes = max(int(np.count_nonzero(live & ~semantic)), 2)
+    idf = np.clip(np.log(episodes / np.maximum(df, 1.0)) / np.log(episodes), 0.0, 1.0)
+    factor = np.ones(len(indices), np.float64)
+    touch_src = abst & semantic[src]
+    touch_dst = abst & semantic[dst]
+    if IDF_OUT:
+        factor[touch_src] *= idf[src[touch_src]]
+    factor[touch_dst & ~touch_src] *= idf[dst[touch_dst & ~touch_src]]
+    return (weights * factor).astype(np.float32)
+
+
+# The fan effect divides what a record passes on by its out-degree, so every edge consolidation
+# adds to an episode (one per node that names it) thins what it passes to its neighbours in time:
+# on the consolidated LoCoMo dev stores that alone cost more recall than the semantic edges
+# brought (bench/consolidation_recall.py, rows no-fan-compensation and no-semantic-edges). With
+# this on, an episode's TEMPORAL out-edges are scaled by (out-degree / temporal out-degree): the
+# wave along a session is what it is in a store never consolidated, and the semantic edges add
+# to it. False: the weights as stored.
+KEEP_TEMPORAL_FAN = True
+
+
+def keep_temporal_fan(indptr: np.ndarray, weights: np.ndarray, types: np.ndarray,
+                      flags: np.ndarray) -> np.ndarray:
+    """`weights` (f32 [m]) with each episode's TEMPORAL out-edges scaled by its out-degree over
+    its temporal out-degree (see KEEP_TEMPORAL_FAN); semantic records unchanged."""
+    n = len(indptr) - 1
+    if not len(weights):
+        return weights
+    src = np.repeat(np.arange(n), np.diff(indptr))
+    temporal = types == gf.TEMPORAL
+    deg = np.diff(indptr).astype(np.float64)
+    tdeg = np.bincount(src[temporal], minlength=n).astype(np.float64)
+    semantic = fl.memory_type_code(flags) == fl.MemoryType.SEMANTIC
+    scale = np.where((tdeg > 0) & ~semantic, deg / np.maximum(tdeg, 1.0), 1.0)
+    return np.where(temporal, weights * scale[src], weights).astype(np.float32)
+
+
 def unit_vectors(store: Store, pos: np.ndarray) -> np.ndarray:
     """Unit float32 vectors [len(pos), dim] of the records at positions `pos` (int8
     dequantised), positions in recall's order (non-empty segments, one after the other)."""
@@ -126,6 +188,11 @@ def build(store: Store) -> RecallArrays:
         types = np.asarray(g.types)[keep][order]
         np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
         indices = dst.astype(np.int32)
+        if SEMANTIC_IDF:
+            weights = semantic_idf(indptr, indices, np.asarray(weights, np.float32), types,
+                                   flags, ~dead)
+        if KEEP_TEMPORAL_FAN:
+            weights = keep_temporal_fan(indptr, np.asarray(weights, np.float32), types, flags)
     else:
         indices = np.zeros(0, np.int32)
         weights = np.zeros(0, np.float32)

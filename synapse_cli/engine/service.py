@@ -1,27 +1,64 @@
 """Recaller: a store opened for answering queries, with the embedder loaded once.
 
 Used by `synapse recall` (one process, one or many queries) and by benchmarks and the Python
-API. Reconsolidation needs the writer lock; recall never waits for it: when another writer
-holds the lock, or the file system refuses the write (read-only, full), the touch is skipped
-and the result says so (`touched: false`; `touch_error` keeps the reason).
+API. Settings come as in the CLI: keyword arguments (like flags) > `SYNAPSE_*` > the config
+file > defaults. Reconsolidation needs the writer lock; recall never waits for it: when another
+writer holds the lock, or the file system refuses the write (read-only, full), the touch is
+skipped and the result says so (`touched: false`; `touch_error` keeps the reason).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from pathlib import Path
 
 from store_format import manifest as mf
 from store_format import spikes
 from store_format.errors import CorruptStore, LockTimeout, StoreIOError
 
-from . import graphview
+from . import config, graphview
+from .paths import resolve_store
 from .recall import RecallConfig, recall
 from .store import READ_RETRIES, Store, StoreWriter, worth_retrying
 
 
+def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) -> RecallConfig:
+    """The RecallConfig of a query.
+
+    `cfg`: a RecallConfig (taken as it is), resolved settings (`api.settings(k=3)`), or None
+    for the settings of `SYNAPSE_*` and the config file. `options`: settings by key (`k=3`,
+    `alpha=0.9`), which win over `cfg` as flags do, or RecallConfig fields (`explain=True`,
+    `tags=("user:ana",)`)."""
+    from .synaptic import SynapticConfig
+
+    by_key = {s.key: s.name for s in config.SETTINGS}
+    fields = {f.name for f in dataclasses.fields(RecallConfig)}
+    if isinstance(cfg, RecallConfig):
+        unknown = set(options) - fields
+        if unknown:  # a setting of another section cannot be applied to a finished config
+            raise config.ConfigError(f"not a recall option: {', '.join(sorted(unknown))}",
+                                     usage=True, hint="pass api.settings(...) instead of a "
+                                                      "RecallConfig to set it")
+        return dataclasses.replace(cfg, **options) if options else cfg
+    flags = {by_key[k]: v for k, v in options.items() if k in by_key}
+    rest = {k: v for k, v in options.items() if k not in by_key}
+    unknown = set(rest) - fields
+    if unknown:
+        raise config.ConfigError(f"unknown setting(s) or option(s): {', '.join(sorted(unknown))}",
+                                 usage=True, hint="`synapse config` lists every setting")
+    if isinstance(cfg, config.Settings):  # its flags, then these options over them
+        flags = {**{n: v for n, v in cfg.values.items() if cfg.sources[n] == "flag"}, **flags}
+    elif cfg is not None:
+        raise TypeError(f"cfg must be a RecallConfig, settings or None, not {type(cfg).__name__}")
+    settings = config.resolve(flags)
+    return RecallConfig(**{**settings.kwargs("recall"),
+                           "synaptic": SynapticConfig.from_settings(settings), **rest})
+
+
 class Recaller:
-    def __init__(self, path, embedder=None):
-        self.path = Path(path)
+    """`Recaller(store)`: `store` as `--store` (None: $SYNAPSE_HOME, else the default)."""
+
+    def __init__(self, path=None, embedder=None):
+        self.path = resolve_store(path)
         self.store = Store.open(self.path)
         self._embedder = embedder
         self._arrays = None
@@ -50,9 +87,11 @@ class Recaller:
             self._arrays = graphview.build(self.store)
         return self._arrays
 
-    def recall(self, query: str, cfg: RecallConfig | None = None, touch: bool = True,
-               now_ms: int | None = None, check=None) -> dict:
-        cfg = cfg or RecallConfig()
+    def recall(self, query: str, cfg: RecallConfig | config.Settings | None = None,
+               touch: bool = True, now_ms: int | None = None, check=None, **options) -> dict:
+        """What `synapse recall --json` prints for `query`. `cfg` and `options`: see
+        `recall_config` (`r.recall(q, k=3)`, `r.recall(q, api.settings(k=3))`)."""
+        cfg = recall_config(cfg, **options)
         vec = self.embedder.encode([query])[0]
         for attempt in range(READ_RETRIES + 1):
             try:

@@ -5,9 +5,12 @@ words (not names, not question or filler words) are all missing from the store's
 vocabulary, in every form (conflate.py), is rejected.
 
 The check is lexical first: the store's own vocabulary is a per-store statistic, not a
-threshold calibrated on one data set. Synonyms are the exception ("Does anyone have a pet?"
-in a store that says "rescue dog"), so a word the store does not use still counts as known when
-its embedding is close to one of the top memories (`topic_sim`, the one threshold). It cannot
+threshold calibrated on one data set. Synonyms are the exception ("Does anyone have a pet?" in a
+store that says "rescue dog"), so a word the store does not use still counts as known
+when its embedding is close to one of the top memories (`topic_sim`, the one threshold:
+"pet" to "adopting a rescue dog" is 0.25). An
+identifier with digits that the store never mentions ("INC-415") is refused whatever else the
+question shares with the store. It cannot
 refuse a question whose words the store uses for something else ("What breed is the cat?" in a
 store that mentions cats).
 """
@@ -39,17 +42,36 @@ def topic_words(query: str) -> list[str]:
                             and not w.isdigit() and len(w) > 1)]
 
 
+def unknown_identifiers(query: str, index) -> list[str]:
+    """The numbers of the identifiers in `query` ("INC-415", "v3", "pr1234") that the store
+    never mentions: an identifier names one thing, so when the store does not know it nothing
+    stored is about it, whatever else the query shares with the store ("What was the root
+    cause of INC-415?" in a store that discusses INC-412's root cause)."""
+    out = []
+    for m in _IDENT.finditer(query):
+        toks = tokenize(m.group(0))
+        if any(t.isdigit() and not index.knows(t) for t in toks):
+            out += [t for t in toks if t not in out]
+    return out
+
+
 def unknown_topic(query: str, index, embed=None, memories=None,
                   min_sim: float = 0.2) -> list[str] | None:
     """The topic words of `query` when the store knows none of them (then the gate says "no
-    record"), else None. A query without topic words is never refused here.
+    record"), or the words of an identifier the store never mentions (unknown_identifiers),
+    else None. A query without topic words is never refused here.
 
     With `embed` (texts -> unit vectors) and `memories` (a function returning the unit vectors
     of the best candidates, called only when the words are unknown),
     a word the store does not use still counts as known when its vector has cosine >=
-    `min_sim` to one of those memories: "pet" to "adopting a rescue dog" (0.25), where "blood"
-    to anything a chat about flats and dentists says stays below 0.1 (MiniLM)."""
+    `min_sim` to one of those memories: "medication" to "allergic to penicillin" (0.40),
+    where "blood" to anything a chat about flats and dentists says stays near 0.2 (MiniLM;
+    the agent-use tune half, bench/agent_use.py: unknown words of never-answered questions
+    0.16-0.35, of answerable ones 0.13-0.44)."""
     words = topic_words(query)
+    ids = unknown_identifiers(query, index)
+    if ids:
+        return ids
     if not words or any(index.knows(w) for w in words):
         return None
     if embed is not None and memories is not None:

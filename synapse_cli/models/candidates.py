@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from . import postag
 from .words import (_BE, _CLOCK, _CONNECT, _DAYS, _DET, _GENERIC, _GERUND_CUE, _HEAD_TYPE,
                     _MONTHS, _NOT_NOUN, _QUOTED, _SENT_END, _SPEAKER, _STOP, _TOKEN, _VERB_ING,
                     _YEAR)
@@ -58,7 +59,8 @@ def _is_speaker_ref(tok: str, names: list[str]) -> bool:
     return False
 
 
-def candidate_spans(text: str, limit: int = MAX_CANDIDATES) -> list[str]:
+def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = None,
+                    tagged: set | None = None) -> list[str]:
     """Spans of window `text` that may name an entity, most name-like first, each verbatim.
 
     Speakers (the "Name: " prefixes, and short forms of their names) are never candidates: the
@@ -68,6 +70,7 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES) -> list[str]:
     out), then common-noun phrases (up to 3 words after a determiner, or an activity gerund
     after "love/enjoy/went/into ..."), phrases mentioned twice first.
     """
+    pos = USE_POS if pos is None else pos
     names, bodies = _split_turns(text)
     found: list[str] = []
     seen: set[str] = set()
@@ -135,7 +138,8 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES) -> list[str]:
                     if not (low == "may" and starts[i]):
                         dates.append(span)
                 elif not (starts[i] and single and _base(tok).casefold() not in cap_mid
-                          and not tok.endswith(("'s", "’s")) and not tok.isupper()):
+                          and not tok.endswith(("'s", "’s")) and not tok.isupper()
+                          and not (pos and _initial_name(_base(tok), body[e:e + 1]))):
                     caps.append(span)
                 elif single and _activity(toks, i, body):
                     activities.append(tok)  # "Cooking and baking are ..."
@@ -163,6 +167,13 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES) -> list[str]:
             return 0
         return 1 if len(re.findall(rf"\b{re.escape(n.casefold())}", low_text)) > 1 else 2
 
+    if pos:
+        before = {n.casefold() for n in titles + caps + dates + nouns}
+        for body, _, _ in parsed:
+            for n in _tagged_nouns(body):
+                nouns.append(n)
+                if tagged is not None and n.casefold() not in before:
+                    tagged.add(n)
     nouns += _coordinated(parsed, {n.casefold() for n in nouns})
     nouns.sort(key=tier)  # stable: then order of mention
     for group in (titles, caps, dates, nouns):
@@ -185,6 +196,59 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES) -> list[str]:
             keys.add(k)
             out.append(c)
     return out[:limit]
+
+
+USE_POS = True
+POS_ADJ = True
+
+
+def _initial_name(tok: str, after: str) -> bool:
+    """A capitalised word that starts a sentence is a name when the tagger's lexicon does not
+    know it in lower case as a common word ("Maya finished ...", not "Adding ...") and it is
+    not a word standing alone before punctuation ("Yep, ...", "Hah!": interjections the
+    lexicon does not know); the lexicon's own names ("maya": FW) always are."""
+    if not (tok.isalpha() and len(tok) > 2):
+        return False
+    t = postag.lexicon_tag(tok)
+    return t in postag.NAME_TAGS or (t is None and after == " ")
+
+
+def _noun_ok(w: str) -> bool:
+    low = w.casefold()
+    return (w.islower() and w.replace("-", "").isalpha() and len(w) >= 3 and low not in _STOP
+            and low not in _NOT_NOUN and low not in _DAYS and low not in _MONTHS
+            and low not in _VERB_ING)
+
+
+def _tagged_nouns(body: str) -> list[str]:
+    """Bare nouns and noun compounds the part-of-speech tagger finds (postag.py): runs of up to
+    3 nouns, optionally after one descriptive adjective ("pottery", "video games", "contemporary
+    dance"), generic words ("kids", "stuff") trimmed from the end; every span verbatim."""
+    out: list[str] = []
+    run: list[tuple[str, str]] = []
+
+    def flush():
+        while run and (run[-1][0].casefold() in _GENERIC or run[-1][1] not in postag.NOUN_TAGS):
+            run.pop()
+        while run and run[0][0].casefold() in _GENERIC:
+            run.pop(0)
+        if run and any(t in postag.NOUN_TAGS and w.casefold() not in _GENERIC for w, t in run):
+            span = " ".join(w for w, _ in run)
+            if re.search(rf"(?<![\w-]){re.escape(span)}(?![\w-])", body):
+                out.append(span)
+        run.clear()
+
+    for w, t in postag.tag(body):
+        if t in postag.NOUN_TAGS and _noun_ok(w) and len(run) < 3:
+            run.append((w, t))
+        elif POS_ADJ and t == "JJ" and not run and _noun_ok(w) and not w.endswith(("ed", "ing")):
+            run.append((w, t))
+        else:
+            flush()
+            if POS_ADJ and t == "JJ" and _noun_ok(w) and not w.endswith(("ed", "ing")):
+                run.append((w, t))
+    flush()
+    return out
 
 
 def _coordinated(parsed, known: set[str]) -> list[str]:

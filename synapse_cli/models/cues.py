@@ -46,7 +46,10 @@ def rule_cues(query: str, limit: int = MAX_CUES) -> list[str]:
     first, without duplicates (case-insensitive)."""
     out: list[str] = []
     seen: set[str] = set()
-    for span in candidate_spans(" ".join(query.split()), limit=limit):
+    # Without the part-of-speech tagger (candidates.py): a one-line question gives it no
+    # context ("the Seine flows through Paris": "flows" tagged a plural noun), and the ecphory
+    # mode's cues were measured with the rules alone.
+    for span in candidate_spans(" ".join(query.split()), limit=limit, pos=False):
         for part in _split_lists(span):
             part = part.strip(" ,.;:?!")
             if len(part) >= 2 and part.casefold() not in seen:

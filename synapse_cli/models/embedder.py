@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -551,6 +552,8 @@ class SentenceTransformerEmbedder:
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        if "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+            del sys.modules["scipy.linalg"]  # the CLI's numba start-up shortcut; ST needs scipy
         from sentence_transformers import SentenceTransformer
 
         try:  # the "Loading weights" bar on stderr
@@ -591,9 +594,17 @@ _KINDS = {"minilm": MiniLMEmbedder, "numpy": MiniLMEmbedder, "sentence-transform
 
 
 def get_embedder(kind: str = "minilm", model_dir: str | os.PathLike[str] | None = None, **kwargs) -> Embedder:
-    """Factory. kind: "minilm" (default, torch-free numpy) or "sentence-transformers" ("st")."""
+    """Factory. kind: "minilm" (default, torch-free numpy) or "sentence-transformers" ("st").
+    The numpy path runs BERT only: a model directory of another architecture (MPNet, ...) is
+    loaded through sentence-transformers instead."""
     try:
         cls = _KINDS[kind.lower()]
     except KeyError:
         raise ValueError(f"unknown embedder kind {kind!r}; expected one of {sorted(_KINDS)}") from None
+    if cls is MiniLMEmbedder:
+        path = resolve_model_dir(model_dir)
+        config = _read_json(path / "config.json", {})
+        if config.get("model_type", "bert") != "bert":
+            return SentenceTransformerEmbedder(path)
+        model_dir = path
     return cls(model_dir, **kwargs)

@@ -34,7 +34,7 @@ def known_types(texts: list[str]) -> dict[str, str]:
 
 def rule_type(name: str, text: str) -> str | None:
     """A type settled by the span's form and context, or None (the model chooses): a quoted
-    title is an object; a capitalised name after "in/at/from/visit" is a place, another
+    title is an object; a capitalised name after "in/at/from/visit" or "the" is a place, another
     capitalised name (not an acronym, not also written in lower case) a person unless its last
     word says otherwise; a common noun phrase is typed by its head word ("dance class" ->
     event, "dog shelter" -> organization) or an abstract suffix ("-tion", "-ness" -> concept).
@@ -47,7 +47,11 @@ def rule_type(name: str, text: str) -> str | None:
         m = re.search(rf"(\w+)\s+(?:the\s+)?{re.escape(name)}\b", text)
         if m and m.group(1).casefold() in _PLACE_CUE:
             return "place"
-        return _HEAD_TYPE.get(head) or (None if name.isupper() else "person")
+        if _HEAD_TYPE.get(head) or name.isupper():
+            return _HEAD_TYPE.get(head)
+        if re.search(rf"\b[Tt]he\s+{re.escape(name)}\b", text):
+            return "place"  # "the Dolomites", "the Alps": a person's name takes no article
+        return "person"
     if head in _HEAD_TYPE:
         return _HEAD_TYPE[head]
     if head.endswith(_CONCEPT_SUFFIX) and len(head) > 6:

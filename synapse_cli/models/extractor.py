@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import re
 import weakref
 from pathlib import Path
 from typing import Protocol
@@ -28,11 +29,11 @@ from typing import Protocol
 # Re-exported: consolidate, tests and benches import these from here.
 from .candidates import MAX_CANDIDATES, candidate_spans, speakers, window_text  # noqa: F401
 from .entity_types import ENTITY_TYPES, known_types, rule_type  # noqa: F401
-from .salience import MIN_SALIENCE, keep_salient, salience
-from .words import _SPEAKER
+from .salience import MIN_SALIENCE, MIN_SALIENCE_TAGGED, keep_salient, salience
+from .words import _NOT_NOUN, _SPEAKER, _STOP
 
 # the extraction cache key: bump when the prompt, grammar, candidates or post-processing change
-PROMPT_VERSION = "x4"
+PROMPT_VERSION = "x5"
 CANDIDATE_POOL = 8  # candidates the salience filter chooses from (MAX_CANDIDATES without it)
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEAKER_REL = "talks about"
@@ -86,6 +87,66 @@ def speaker_entities(texts: list[str], result: dict) -> dict:
                 have.add((m.group(1), e["name"]))
                 rels.append({"src": m.group(1), "dst": e["name"], "rel": SPEAKER_REL,
                              "weight": 0.8})
+    return {"entities": ents, "relations": rels}
+
+
+_ROLES = ("sister brother mom mother dad father son daughter husband wife partner boyfriend "
+          "girlfriend fiance fiancee friend cousin aunt uncle grandma grandmother grandpa "
+          "grandfather niece nephew coworker colleague boss mentor roommate neighbor neighbour "
+          "dog cat puppy kitten pet").split()
+_ROLE = re.compile(r"\b(?:((?i:my|our|her|his|their))|([A-Z][\w]+)['’]s)\s+"
+                   r"(?:(?:little|big|older|younger|best|twin|baby|new|step|old)\s+)?("
+                   + "|".join(_ROLES) +
+                   r")\s*,?\s+(?:named\s+|called\s+)?([A-Z][a-z][\w]*)\b")
+
+
+def role_relations(texts: list[str], result: dict) -> dict:
+    """`result` plus the relations a possessive role states: "her sister Maya" in "Caroline
+    said she ... with her sister Maya" gives Maya - "sister of" - Caroline. The owner is the
+    speaker for "my"/"our", the named owner for "Caroline's", and for "her"/"his"/"their" the
+    first other capitalised name earlier in the same sentence that is a speaker or an entity of
+    the window (none: no relation). The named one becomes a person entity if the selection
+    dropped it (it occurs verbatim in the window). Deterministic, like `speaker_entities`."""
+    ents = list(result["entities"])
+    known = {e["name"].casefold(): e["name"] for e in ents}
+    for n in speakers(texts):
+        known.setdefault(n.casefold(), n)
+    rels = list(result["relations"])
+    have = {(r["src"].casefold(), r["dst"].casefold()) for r in rels}
+    for t in texts:
+        m = _SPEAKER.match(t)
+        speaker, body = (m.group(1), t[m.end():]) if m else (None, t)
+        for r in _ROLE.finditer(body):
+            poss, named_owner, role, name = r.groups()
+            if name.casefold() in _STOP or name.casefold() in _NOT_NOUN:
+                continue
+            if named_owner:
+                owner = known.get(named_owner.casefold()) or (
+                    named_owner if named_owner in body else None)
+            elif poss.casefold() in ("my", "our"):
+                owner = speaker
+            else:
+                start = max(body.rfind(c, 0, r.start()) for c in ".;!?") + 1
+                owner = next((known[w.casefold()] for w in re.findall(r"[A-Z][\w]+",
+                                                                      body[start:r.start()])
+                              if w.casefold() in known and w.casefold() != name.casefold()),
+                             None)
+            if not owner or owner.casefold() == name.casefold():
+                continue
+            for who in (name, owner):
+                if who.casefold() not in known:
+                    known[who.casefold()] = who
+                    ents.append({"name": who, "type": "person",
+                                 "description": describe(who, texts)})
+                elif who == name:  # a named relative or pet is a person node (guideline)
+                    for e in ents:
+                        if e["name"].casefold() == who.casefold():
+                            e["type"] = "person"
+            src, dst = known[name.casefold()], known[owner.casefold()]
+            if (src.casefold(), dst.casefold()) not in have:
+                have.add((src.casefold(), dst.casefold()))
+                rels.append({"src": src, "dst": dst, "rel": f"{role.casefold()} of",
+                             "weight": 1.0})
     return {"entities": ents, "relations": rels}
 
 
@@ -224,7 +285,7 @@ class LlamaExtractor:
         if use_salience is None:  # drop common nouns far from their turn? See salience.py.
             use_salience = os.environ.get("SYNAPSE_EXTRACT_SALIENCE", "1") != "0"
         self.use_salience = use_salience
-        self.cache_id += f"\nsalience {MIN_SALIENCE}" if use_salience else ""
+        self.cache_id += f"\nsalience {MIN_SALIENCE}/{MIN_SALIENCE_TAGGED}" if use_salience else ""
         self.embedder = embedder  # MiniLM, loaded on first use unless consolidate's is passed
         self.last_usage: dict = {}  # llama.cpp token counts of the last model call
         self._grammars: dict = {}
@@ -279,8 +340,10 @@ class LlamaExtractor:
                 from .embedder import get_embedder
 
                 self.embedder = get_embedder()
-            pool = candidate_spans(text, limit=CANDIDATE_POOL)
-            candidates = keep_salient(pool, salience(pool, window_texts, self.embedder))
+            tagged: set = set()
+            pool = candidate_spans(text, limit=CANDIDATE_POOL, tagged=tagged)
+            candidates = keep_salient(pool, salience(pool, window_texts, self.embedder),
+                                      tagged=tagged)
         else:
             candidates = candidate_spans(text)
         self.last_usage = {}
@@ -296,7 +359,7 @@ class LlamaExtractor:
                         grammar_for(n, self.skip), verbose=False)
                 out = self.llm.create_completion(build_prompt(text, ask, self.skip),
                                                  grammar=self._grammars[n], temperature=0.0,
-                                                 max_tokens=n + 1, repeat_penalty=1.0, seed=0)
+                                                 max_tokens=4 * n + 4, repeat_penalty=1.0, seed=0)
             self.last_usage = dict(out.get("usage") or {})
             for c, k in zip(ask, out["choices"][0]["text"].split()):
                 typed[c] = k if k == "none" else typed[c] or k

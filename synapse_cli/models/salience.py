@@ -14,6 +14,8 @@ from .words import _SPEAKER
 
 MIN_SALIENCE = 0.35  # cosine(span, its turn) under which a common noun is dropped (chosen on the
 # tune split of bench/extract_gold.json only; bench/README_extract.md)
+MIN_SALIENCE_TAGGED = 0.45  # the same for a bare noun only the part-of-speech tagger found
+# (candidates.py, postag.py): they are more often asides; chosen on the tune split only
 
 
 def turn_bodies(window_texts: list[str]) -> list[str]:
@@ -49,8 +51,10 @@ def is_name_like(span: str) -> bool:
 
 
 def keep_salient(candidates: list[str], scores: list[float], threshold: float = MIN_SALIENCE,
-                 limit: int | None = None) -> list[str]:
+                 limit: int | None = None, tagged=frozenset(),
+                 tagged_threshold: float = MIN_SALIENCE_TAGGED) -> list[str]:
     """Candidates in their order, name-like ones always, common nouns only at `threshold` or
-    above; at most `limit`."""
-    kept = [c for c, s in zip(candidates, scores) if is_name_like(c) or s >= threshold]
+    above (`tagged_threshold` for those in `tagged`); at most `limit`."""
+    kept = [c for c, s in zip(candidates, scores) if is_name_like(c)
+            or s >= (tagged_threshold if c in tagged else threshold)]
     return kept[:limit] if limit else kept

@@ -1,0 +1,275 @@
+"""Does consolidation earn its place? LoCoMo dev recall@10, fresh and consolidated, in one run.
+
+    python bench/consolidation_recall.py [--data ../shared/data] [--limit-conv N]
+        [--model other.gguf] [--tag NAME] [--cons-from DIR]
+
+Per development conversation: every turn is ingested into a fresh temporary store (exactly as
+bench/locomo_recall.py does); that store is recalled from as it is (`fresh`), then a copy of it
+is consolidated with the real extractor (packaged SmolLM2-135M, or `--model`) and recalled from
+again, with the ablations below. The consolidated copy is kept under
+bench/out/consolidation_stores/<tag>/<sample_id>/ (gitignored; tag = model file name + the
+extractor's prompt version unless --tag) and reused by a rerun, so the ablations cost no new
+consolidation. `--cons-from DIR` recalls from stores built elsewhere
+(DIR/<sample_id>/cons/store, e.g. bench/out/locomo_stores from bench/locomo_build.py) instead.
+
+Every row uses the default RecallConfig (synapse mode, gated, k = 30) and one query vector per
+question. Rows on the consolidated stores (the engine's arrays built with one change each):
+  consolidated            as `recall` sees the store;
+  episode-anchors         semantic nodes take no anchor slot (a diagnostic: recall.py has no
+                          setting for it; see _EpisodeAnchors);
+  no-idf                  semantic-node edges at their stored weights (graphview.SEMANTIC_IDF);
+  idf-in-only             IDF on the episode -> node direction only (graphview.IDF_OUT);
+  no-fan-compensation     episodes' temporal edges not rescaled (graphview.KEEP_TEMPORAL_FAN);
+  stored-weights          neither of the two: the graph as recall saw it before issue 18;
+  no-dormancy             archived (dormant) nodes back in the graph;
+  no-semantic-edges       every edge touching a semantic node dropped (what is left of
+                          consolidation: the consolidated flags, the nodes as records);
+  abstraction-x0.5        ABSTRACTION edges at half their weight;
+  with-hubs / hubs-0.05   RecallConfig.hub_share 1.0 (speaker nodes carry activation) / 0.05;
+  pagerank-0.2            RecallConfig.lambda_pr 0.2 (the seed's PageRank weight; default 0).
+Metric: evidence recall@10 in percent over categories 1-4 (question-weighted) and per category,
+as bench/locomo_recall.py computes it; a rejected query scores 0. Prints one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+from locomo_recall import CATS, dia_ids_by_record, gold_of, turns_by_md5, turns_of  # noqa: E402
+from store_format import flags as fl  # noqa: E402
+from store_format import graph_files as gf  # noqa: E402
+from synapse_cli.engine import graphview  # noqa: E402
+from synapse_cli.engine.ingest import IngestConfig, ingest  # noqa: E402
+from synapse_cli.engine.recall import RecallConfig, recall  # noqa: E402
+from synapse_cli.engine.store import Store, StoreWriter  # noqa: E402
+
+OUT = ROOT / "bench" / "out" / "consolidation_stores"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+SWITCHES = {"no-idf": ("SEMANTIC_IDF", False), "idf-in-only": ("IDF_OUT", False),
+            "no-fan-compensation": ("KEEP_TEMPORAL_FAN", False)}
+
+
+def arrays_variant(store: Store, name: str):
+    """The engine's recall arrays for `store` with the change row `name` makes."""
+    if name == "stored-weights":  # neither IDF nor the temporal fan compensation
+        graphview.SEMANTIC_IDF = graphview.KEEP_TEMPORAL_FAN = False
+        try:
+            return graphview.build(store)
+        finally:
+            graphview.SEMANTIC_IDF = graphview.KEEP_TEMPORAL_FAN = True
+    if name in SWITCHES:
+        attr, value = SWITCHES[name]
+        saved = getattr(graphview, attr)
+        setattr(graphview, attr, value)
+        try:
+            return graphview.build(store)
+        finally:
+            setattr(graphview, attr, saved)
+    if name == "no-dormancy":
+        from store_format import dormancy as dm
+
+        saved = dm.archived_ids
+        dm.archived_ids = lambda *a, **k: np.zeros(0, np.uint64)
+        try:
+            return graphview.build(store)
+        finally:
+            dm.archived_ids = saved
+    if name == "no-semantic-edges":  # no temporal rescaling either: nothing to compensate
+        graphview.KEEP_TEMPORAL_FAN = False
+        try:
+            a = graphview.build(store)
+        finally:
+            graphview.KEEP_TEMPORAL_FAN = True
+    else:
+        a = graphview.build(store)
+    if name == "no-semantic-edges":
+        keep = fl.memory_type_code(a.flags) != fl.MemoryType.SEMANTIC
+        a.indptr, a.indices, a.weights, a.types = graphview.subgraph(
+            (a.indptr, a.indices, a.weights, a.types), keep)
+    elif name == "abstraction-x0.5":
+        a.weights = np.where(a.types == gf.ABSTRACTION, a.weights * 0.5,
+                             a.weights).astype(np.float32)
+    return a
+
+
+class _EpisodeAnchors:
+    """Diagnostic for a change recall.py would have to make (not a setting today): semantic
+    nodes take no anchor slot (recall's dense and lexical top-`anchors_k` are taken over the
+    episodes only); nodes still carry activation."""
+
+    def __init__(self):
+        import synapse_cli.engine.recall as rm
+
+        self.rm, self.inner, self.mask = rm, rm._top, None
+
+    def __call__(self, scores, k, floor=-np.inf):
+        if self.mask is not None and k == RecallConfig().anchors_k \
+                and len(scores) == len(self.mask):
+            scores = np.where(self.mask, -np.inf, scores)
+        return self.inner(scores, k, floor)
+
+    def __enter__(self):
+        self.rm._top = self
+        return self
+
+    def __exit__(self, *exc):
+        self.rm._top = self.inner
+        self.mask = None
+
+
+CONS_ROWS = {"consolidated": {}, "episode-anchors (recall.py change)": {}, "no-idf": {},
+             "idf-in-only": {}, "no-fan-compensation": {}, "stored-weights": {},
+             "no-dormancy": {}, "no-semantic-edges": {}, "abstraction-x0.5": {},
+             "with-hubs": {"hub_share": 1.0}, "hubs-0.05": {"hub_share": 0.05},
+             "pagerank-0.2": {"lambda_pr": 0.2}}
+
+
+def score(store, arrays, qas, qvecs, dia_of_id, cfg, now_ms, embed) -> list[dict]:
+    out = []
+    for (qa, cat, gold), qv in zip(qas, qvecs):
+        r = recall(store, qa["question"], qv, cfg, arrays, now_ms=now_ms, embed=embed)
+        got = [dia_of_id.get(x["id"], []) for x in r["results"][:10]]
+        hit = set().union(*got) & set(gold) if got else set()
+        out.append({"cat": cat, "r10": len(hit) / len(gold)})
+    return out
+
+
+def summary(recs: list[dict]) -> dict:
+    d = {"all_1_4": round(100 * float(np.mean([r["r10"] for r in recs])), 2)}
+    for c, name in CATS.items():
+        d[f"{c}_{name}"] = round(100 * float(np.mean([r["r10"] for r in recs if r["cat"] == c])), 2)
+    return d
+
+
+def consolidated_copy(src: Path, dst: Path, args, embedder) -> dict:
+    """`src` (an ingested store) copied to `dst` and consolidated, unless done before."""
+    if (dst.parent / "ok").exists():
+        return json.loads((dst.parent / "ok").read_text())
+    from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
+    from synapse_cli.models.extractor import LlamaExtractor
+
+    if not dst.exists():  # else an interrupted run: consolidation resumes where it stopped
+        shutil.rmtree(dst.parent, ignore_errors=True)
+        dst.parent.mkdir(parents=True)
+        shutil.copytree(src, dst)
+        if args.cache_from:  # the extraction cache of stores built before: same windows, hits
+            from synapse_cli.engine.extract_cache import CACHE_NAME
+
+            cache = OUT / args.cache_from / dst.parent.name / "store" / CACHE_NAME
+            if cache.exists():
+                shutil.copyfile(cache, dst / CACHE_NAME)
+    t = time.perf_counter()
+    with StoreWriter.open(dst) as w:
+        x = LlamaExtractor(args.model, threads=args.threads, embedder=embedder)
+        res = consolidate(w, x, embedder, ConsolidateConfig())
+    rep = res.as_dict() | {"wall_s": round(time.perf_counter() - t, 1),
+                           "turns_per_s": round(res.episodes / (time.perf_counter() - t), 2)}
+    (dst.parent / "ok").write_text(json.dumps(rep))
+    return rep
+
+
+def run(args) -> dict:
+    from synapse_cli.models.embedder import get_embedder
+    from synapse_cli.models.extractor import PROMPT_VERSION, default_model_path
+
+    data = json.loads((Path(args.data) / "locomo" / "locomo_dev.json").read_text())
+    if args.limit_conv:
+        data = data[: args.limit_conv]
+    embedder = get_embedder()
+    model = Path(args.model) if args.model else default_model_path()
+    tag = args.tag or f"{model.name}-{PROMPT_VERSION}"
+    base = RecallConfig(k=30)
+    per: dict[str, list[dict]] = defaultdict(list)
+    builds, skipped = {}, Counter()
+    load0 = os.getloadavg()[0]
+    for conv in data:
+        sid = conv["sample_id"]
+        items = turns_of(conv, sid)
+        known = {it.dia_id for it in items}
+        alias = turns_by_md5(items)
+        qas = []
+        for qa in conv["qa"]:
+            cat = int(qa["category"])
+            if cat == 5 or not qa.get("evidence"):
+                continue
+            gold = gold_of(qa, known, skipped)
+            if gold:
+                qas.append((qa, cat, gold))
+        qvecs = embedder.encode([qa["question"] for qa, _, _ in qas])
+        now_ms = max(it.timestamp_ms for it in items)
+        with tempfile.TemporaryDirectory(prefix="synapse-consrec-") as tmp:
+            path = Path(tmp) / "store"
+            with StoreWriter.open(path, create=True) as w:
+                ingest(w, items, embedder, IngestConfig())
+            store = Store.open(path)
+            arrays = graphview.build(store)
+            per["fresh"] += score(store, arrays, qas, qvecs,
+                                  dia_ids_by_record(store, arrays.ids, alias), base, now_ms,
+                                  embedder.encode)
+            store.close()
+            if args.cons_from:
+                cpath = Path(args.cons_from) / sid / "cons" / "store"
+                builds[sid] = json.loads((cpath.parent / "ok").read_text())
+            else:
+                cpath = OUT / tag / sid / "store"
+                builds[sid] = consolidated_copy(path, cpath, args, embedder)
+            log(sid, "consolidated", builds[sid])
+        store = Store.open(cpath)
+        for row, over in CONS_ROWS.items():
+            arrays = arrays_variant(store, row)
+            with _EpisodeAnchors() as ea:
+                if row.startswith("episode-anchors"):
+                    ea.mask = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
+                per[row] += score(store, arrays, qas, qvecs,
+                                  dia_ids_by_record(store, arrays.ids, alias),
+                                  dataclasses.replace(base, **over), now_ms, embedder.encode)
+        store.close()
+        log(sid, {k: summary(v)["all_1_4"] for k, v in per.items()})
+    rows = {k: summary(v) for k, v in per.items()}
+    fresh = rows["fresh"]
+    return {"benchmark": "consolidation_recall", "model": str(model), "tag": tag,
+            "cons_from": args.cons_from, "conversations": [c["sample_id"] for c in data],
+            "questions": len(per["fresh"]), "metric": "evidence recall@10 (%), gated, cats 1-4",
+            "rows": rows,
+            "consolidated_minus_fresh": {k: round(rows["consolidated"][k] - fresh[k], 2)
+                                         for k in fresh},
+            "consolidation": builds, "skipped": dict(skipped),
+            "loadavg_1m_start_end": [round(load0, 2), round(os.getloadavg()[0], 2)]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
+    p.add_argument("--limit-conv", type=int, default=0)
+    p.add_argument("--model", default=None, help="GGUF for extraction (default: packaged)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--tag", default=None, help="name of the consolidated stores' folder")
+    p.add_argument("--cache-from", default=None,
+                   help="tag of earlier stores whose extraction cache to start from")
+    p.add_argument("--cons-from", default=None,
+                   help="recall from DIR/<sample_id>/cons/store instead of consolidating")
+    print(json.dumps(run(p.parse_args()), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""What a person at a terminal sees from `ingest` and `recall` (the JSON is for pipes and
+--json, and is built elsewhere): a progress bar while ingesting, a summary, a readable list."""
+from __future__ import annotations
+
+import datetime as dt
+
+from . import output
+
+EMBED_SLICE = 64  # texts per progress step: small enough to move, large enough to batch well
+
+
+class IngestProgress:
+    """A rich progress bar on stderr while `ingest` embeds; a no-op with -q or off a terminal.
+
+    `wrap(embedder)` returns an embedder that encodes in slices and advances the bar, so the
+    engine needs no progress hook of its own."""
+
+    def __init__(self):
+        self.bar, self.task = None, None
+
+    def __enter__(self):
+        if output.Out.quiet or not output.Out.stderr_is_tty():
+            return self
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=output.stderr_console(), transient=True)
+        self.bar.start()
+        self.task = self.bar.add_task("loading the embedding model", total=None)
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+
+    def wrap(self, embedder):
+        return embedder if self.bar is None else _SlicedEmbedder(embedder, self)
+
+    def encoding(self, n: int) -> None:
+        if n > 1:  # one text is the --goal, not the input
+            self.bar.update(self.task, description="embedding", total=n, completed=0)
+
+    def advance(self, n: int) -> None:
+        self.bar.advance(self.task, n)
+
+    def writing(self) -> None:
+        self.bar.update(self.task, description="writing")
+
+
+class _SlicedEmbedder:
+    """The embedder, encoding in EMBED_SLICE-text slices so the bar can move."""
+
+    def __init__(self, inner, progress: IngestProgress):
+        self._inner, self._progress = inner, progress
+
+    def __getattr__(self, name):  # name, dim and anything else the engine reads
+        return getattr(self._inner, name)
+
+    def encode(self, texts: list[str]):
+        import numpy as np  # not at import: `synapse --help` must start fast
+
+        texts = list(texts)
+        self._progress.encoding(len(texts))
+        parts = []
+        for i in range(0, len(texts), EMBED_SLICE):
+            parts.append(self._inner.encode(texts[i:i + EMBED_SLICE]))
+            self._progress.advance(len(parts[-1]))
+        if len(texts) > 1:
+            self._progress.writing()
+        return np.concatenate(parts) if parts else self._inner.encode(texts)
+
+
+def ingest_summary(outcomes: list[dict], seconds: float, store) -> str:
+    """One paragraph: how many items were stored (with their ids), duplicate, gated, invalid."""
+    counts = {s: 0 for s in ("stored", "duplicate", "gated", "invalid")}
+    for o in outcomes:
+        counts[o["status"]] = counts.get(o["status"], 0) + 1
+    ids = [o["id"] for o in outcomes if o["status"] == "stored"]
+    span = "" if not ids else f" (id {ids[0]})" if len(ids) == 1 else \
+        f" (ids {min(ids)}-{max(ids)})"
+    n = len(outcomes)
+    parts = [f"{counts['stored']} stored{span}", f"{counts['duplicate']} already stored",
+             f"{counts['gated']} off-goal", f"{counts['invalid']} invalid"]
+    return (f"{n} item{'s' if n != 1 else ''}: {', '.join(parts)} in {seconds:.1f} s\n"
+            f"store: {store}")
+
+
+def _when(ms) -> str:
+    if not isinstance(ms, (int, float)):
+        return ""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _why_rejected(result: dict) -> str:
+    topic = result.get("topic") or {}
+    if topic.get("unknown"):
+        return "the store never mentions " + ", ".join(topic["unknown"])
+    attribution = result.get("attribution") or {}
+    if attribution and not attribution.get("passed", True):
+        return f"what matches is about someone other than {attribution.get('name')}"
+    if result.get("verify") is not None:
+        return "the local model found no memory that answers it"
+    return "nothing stored is related"
+
+
+def print_recall(result: dict, explain: bool) -> None:
+    """A numbered list (rank, when, who, memory; the path with --explain), or why there is
+    no answer."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = output.stdout_console()
+    head = f"[bold]{escape(result['query'])}[/]"
+    if result.get("rejected"):
+        console.print(f"{head}\n  no record: {_why_rejected(result)} "
+                      f"(confidence {result.get('confidence', 0):.2f})")
+        return
+    table = Table(title=head, title_justify="left", box=None, pad_edge=False,
+                  caption=f"mode {result.get('mode')}, confidence "
+                          f"{result.get('confidence', 0):.2f}", caption_justify="left")
+    table.add_column("#", justify="right", style="bold")
+    table.add_column("when (UTC)", no_wrap=True)
+    table.add_column("who", no_wrap=True)
+    table.add_column("memory", ratio=1)
+    if explain:
+        table.add_column("path")
+    for rank, r in enumerate(result["results"], 1):
+        who = r.get("speaker") or ""
+        text = escape(r.get("text") or "")
+        if r.get("type") not in (None, "episodic"):
+            text = f"[dim]({r['type']})[/] {text}"
+        row = [str(rank), _when(r.get("timestamp")), escape(who), text]
+        if explain:
+            row.append(" > ".join(str(x) for x in r.get("path") or []))
+        table.add_row(*row)
+    console.print(table)

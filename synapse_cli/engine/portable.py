@@ -1,0 +1,447 @@
+"""Export and import: a store as portable JSON lines (docs/FORMAT.md section 17).
+
+The export holds what the store *means* (records with their text, metadata, flags and counts,
+semantic nodes, edges, dormancy, spike trains), nothing of how it is stored (no vectors, no
+offsets, no header layout). Import embeds with the importing store's model, keeps record ids,
+so that edges, node `sources` and user-held ids stay valid, and writes everything in one
+transaction after the whole input has been checked: a bad or truncated export stores nothing.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import IO, Iterable, Iterator
+
+import numpy as np
+import orjson
+
+from store_format import flags as fl
+from store_format import ingest_index as ix
+from store_format import spikes as sp
+from store_format.headers import array_to_headers
+
+from .dormancy import DormancyState
+from .inputs import InputError
+from .inspect import EDGE_TYPES
+from .memory import NewMemory
+from .store import Store, StoreWriter
+
+FORMAT_NAME = "synapse-export"
+FORMAT_VERSION = 1
+TYPES = {t.name.lower(): t for t in fl.MemoryType}
+EDGE_CODES = {name: code for code, name in EDGE_TYPES.items()}
+# Body keys with a field of their own in a record line; every other key goes to `extra`.
+OWN_KEYS = ("text", "speaker", "session", "source", "tags", "meta")
+NODE_KEYS = ("name", "etype", "desc", "sources", "relations")
+FLAG_NAMES = ("tombstone", "pinned", "resolved", "consolidated")
+_F32_005 = np.float32(0.05)  # the header's bound, compared as stored (FORMAT.md 4)
+CHUNK = 4096           # records read (export) or embedded and appended (import) at a time
+
+
+# --- export -----------------------------------------------------------------------------------
+
+
+def _spike_trains(store: Store) -> dict[int, list]:
+    """record id -> [[time_ms, kind], ...], the spikes readers use (FORMAT.md 15), log order."""
+    out: dict[int, list] = {}
+    for e in sp.latest(store.spike_entries()):
+        out.setdefault(int(e["record_id"]), []).append([int(e["time_ms"]), int(e["kind"])])
+    return out
+
+
+def _dormancy(store: Store) -> tuple[dict, dict[int, dict]]:
+    state = DormancyState.load(store)
+    per_node = {int(r): {"low_windows": int(lo), "recall_seen": int(se), "archived": bool(a)}
+                for r, lo, se, a in zip(state.ids, state.low, state.seen, state.archived)}
+    return {"windows": state.windows, "last_window": state.last_window}, per_node
+
+
+def record_line(rid: int, h, body: dict, spikes: list | None, dormant: dict | None) -> dict:
+    f = fl.decode_flags(h.flags)
+    semantic = f["memory_type"] == fl.MemoryType.SEMANTIC
+    line = {"kind": "record", "id": rid, "type": f["memory_type"].name.lower(),
+            "text": body.get("text", ""), "timestamp_ms": h.timestamp_ms,
+            "speaker": body.get("speaker"), "session": body.get("session"),
+            "source": body.get("source"), "tags": list(body.get("tags") or []),
+            "meta": body.get("meta"),
+            "flags": {name: bool(f[name]) for name in FLAG_NAMES},
+            "importance": h.importance, "valence": h.valence, "arousal": h.arousal,
+            "storage_strength": h.storage_strength, "recall_count": h.recall_count}
+    own = set(OWN_KEYS) | (set(NODE_KEYS) if semantic else set())
+    if semantic:
+        line["node"] = {k: body[k] for k in NODE_KEYS if k in body}
+    line["extra"] = {k: v for k, v in body.items() if k not in own}
+    if spikes:
+        line["spikes"] = spikes
+    if dormant:
+        line["dormancy"] = dormant
+    return line
+
+
+def export_lines(store: Store, now_ms: int | None = None) -> Iterator[dict]:
+    """The export of a committed snapshot, line by line (header, records in id order, edges)."""
+    m = store.manifest
+    g = store.graph()
+    spikes = _spike_trains(store)
+    dorm_header, dorm = _dormancy(store)
+    n_nodes = 0
+    for seg in store.segments:
+        if seg.n:
+            n_nodes += int(np.count_nonzero(fl.memory_type_code(np.asarray(seg.headers["flags"]))
+                                            == fl.MemoryType.SEMANTIC))
+    yield {"format": FORMAT_NAME, "version": FORMAT_VERSION,
+           "exported_at_ms": int(time.time() * 1000) if now_ms is None else now_ms,
+           "store": {"embedder": m.embedder, "dim": m.dim, "header_version": m.header_version,
+                     "store_id": m.store_id, "next_record_id": m.next_record_id},
+           "counts": {"records": store.count, "nodes": n_nodes, "edges": int(g.n_edges)},
+           "dormancy": dorm_header}
+    for seg in store.segments:
+        for lo in range(0, seg.n, CHUNK):
+            hi = min(seg.n, lo + CHUNK)
+            ids = [int(i) for i in seg.ids[lo:hi]]
+            for rid, h, body in zip(ids, array_to_headers(seg.headers[lo:hi]),
+                                    store.bodies(ids)):  # bodies() checks each record's CRC
+                yield record_line(rid, h, body, spikes.get(rid), dorm.get(rid))
+    node_ids = np.asarray(g.node_ids)
+    rows = np.repeat(np.arange(g.n_nodes), np.diff(np.asarray(g.indptr, np.int64)))
+    for k in range(int(g.n_edges)):
+        yield {"kind": "edge", "src": int(node_ids[rows[k]]),
+               "dst": int(node_ids[g.indices[k]]), "type": EDGE_TYPES[int(g.types[k])],
+               "weight": float(g.weights[k])}
+
+
+def write_export(store: Store, out: IO[bytes]) -> dict:
+    """Write the export to a binary stream; returns the header's counts."""
+    counts = {}
+    for line in export_lines(store):
+        counts = counts or line["counts"]
+        out.write(orjson.dumps(line) + b"\n")
+    return counts
+
+
+# --- import: checking -------------------------------------------------------------------------
+
+
+@dataclass
+class Parsed:
+    header: dict
+    records: list[dict] = field(default_factory=list)
+    edges: list[tuple[int, int, int, float]] = field(default_factory=list)
+
+
+def _want(cond: bool, line: int, reason: str) -> None:
+    if not cond:
+        raise InputError(f"line {line}", reason)
+
+
+def _int(v, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _num(v, lo: float, hi: float) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+        and lo <= v <= hi
+
+
+def _opt_str(v) -> bool:
+    return v is None or (isinstance(v, str) and v != "")
+
+
+def _check_header(obj, n: int) -> dict:
+    _want(isinstance(obj, dict) and obj.get("format") == FORMAT_NAME, n,
+          f"not a synapse export (the first line must be the header with "
+          f"\"format\": \"{FORMAT_NAME}\")")
+    _want(obj.get("version") == FORMAT_VERSION, n,
+          f"export format version {obj.get('version')!r}: this synapse reads version "
+          f"{FORMAT_VERSION}")
+    counts = obj.get("counts")
+    _want(isinstance(counts, dict) and all(_int(counts.get(k), 0, 2**63) for k in
+                                           ("records", "nodes", "edges")), n,
+          "header: counts must hold records, nodes and edges (integers >= 0)")
+    store = obj.get("store")
+    _want(isinstance(store, dict) and _int(store.get("next_record_id", 1), 1, 2**64 - 1), n,
+          "header: store.next_record_id must be an integer >= 1")
+    dorm = obj.get("dormancy") or {}
+    _want(isinstance(dorm, dict) and _int(dorm.get("windows", 0), 0, 2**63)
+          and isinstance(dorm.get("last_window", []), list)
+          and all(_int(x, 1, 2**64 - 1) for x in dorm.get("last_window", [])), n,
+          "header: dormancy must be {\"windows\": int, \"last_window\": [ids]}")
+    return obj
+
+
+def _check_record(r: dict, n: int, prev_id: int) -> None:
+    _want(_int(r.get("id"), 1, 2**64 - 1), n, "id must be an integer >= 1")
+    _want(r["id"] > prev_id, n, f"id {r['id']} is not greater than the previous record's "
+                                f"({prev_id}): records come in increasing id order")
+    _want(r.get("type") in TYPES, n, f"type must be one of {', '.join(TYPES)}")
+    _want(isinstance(r.get("text"), str), n, "text must be a string")
+    _want(_int(r.get("timestamp_ms"), 0, 2**53), n, "timestamp_ms must be an integer in "
+                                                    "0 .. 2^53")
+    for key in ("speaker", "session", "source"):
+        _want(_opt_str(r.get(key)), n, f"{key} must be a non-empty string or null")
+    _want(isinstance(r.get("tags"), list) and all(isinstance(t, str) for t in r["tags"]), n,
+          "tags must be a list of strings")
+    _want(r.get("meta") is None or isinstance(r["meta"], dict), n, "meta must be an object "
+                                                                    "or null")
+    flags = r.get("flags")
+    _want(isinstance(flags, dict) and all(isinstance(flags.get(k), bool) for k in FLAG_NAMES),
+          n, f"flags must hold {', '.join(FLAG_NAMES)} as true/false")
+    _want(_num(r.get("importance"), -1, 11) and _F32_005 <= np.float32(r["importance"]) <= 10,
+          n, "importance must be a number in 0.05 .. 10")
+    _want(_int(r.get("valence"), -128, 127), n, "valence must be an integer in -128 .. 127")
+    _want(_int(r.get("arousal"), 0, 255), n, "arousal must be an integer in 0 .. 255")
+    _want(_num(r.get("storage_strength"), 0.0, 5.0) and np.float32(r["storage_strength"]) <= 5,
+          n, "storage_strength must be a number in 0 .. 5")
+    _want(_int(r.get("recall_count"), 0, 2**32 - 1), n, "recall_count must be an integer in "
+                                                        "0 .. 2^32-1")
+    semantic = r["type"] == "semantic"
+    extra = r.get("extra", {})
+    _want(isinstance(extra, dict), n, "extra must be an object")
+    clash = set(extra) & (set(OWN_KEYS) | (set(NODE_KEYS) if semantic else set()))
+    _want(not clash, n, f"extra repeats {', '.join(sorted(clash))}, which has a field of its own")
+    node = r.get("node")
+    _want(not semantic or (isinstance(node, dict) and isinstance(node.get("name"), str)), n,
+          "a semantic record needs \"node\" with a string \"name\"")
+    _want(semantic or node is None, n, "only a semantic record has \"node\"")
+    if semantic:  # what consolidate reads back from a node's body
+        _want(all(isinstance(node.get(k, ""), str) for k in ("etype", "desc")), n,
+              "node.etype and node.desc must be strings")
+        _want(isinstance(node.get("sources", []), list)
+              and all(_int(x, 1, 2**64 - 1) for x in node.get("sources", [])), n,
+              "node.sources must be a list of record ids")
+        _want(isinstance(node.get("relations", []), list)
+              and all(isinstance(x, list) for x in node.get("relations", [])), n,
+              "node.relations must be a list of [name, relation, weight]")
+    spikes = r.get("spikes", [])
+    _want(isinstance(spikes, list) and all(
+        isinstance(s, list) and len(s) == 2 and _int(s[0], -(2**63), 2**63 - 1)
+        and s[1] in (sp.RECALL, sp.STIMULUS) for s in spikes), n,
+        "spikes must be a list of [time_ms, kind 1|2]")
+    d = r.get("dormancy")
+    _want(d is None or (isinstance(d, dict) and _int(d.get("low_windows"), 0, 0xFFFF)
+                        and _int(d.get("recall_seen"), 0, 2**32 - 1)
+                        and isinstance(d.get("archived"), bool)), n,
+          "dormancy must be {\"low_windows\", \"recall_seen\", \"archived\"}")
+
+
+def parse_export(lines: Iterable[bytes], where: str = "-") -> Parsed:
+    """Check a whole export; InputError naming `where` and the line on the first problem
+    (including an export that ends before its header's counts are reached)."""
+    parsed: Parsed | None = None
+    ids: set[int] = set()
+    prev_id = n_nodes = 0
+    n = 0
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            raise InputError(f"{where}:{n}", "empty line")
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"{where}:{n}", f"not valid JSON ({exc.msg} at character "
+                                              f"{exc.pos + 1}); the export is damaged or "
+                                              "was cut short") from None
+        try:
+            if parsed is None:
+                parsed = Parsed(_check_header(obj, n))
+                continue
+            _want(isinstance(obj, dict), n, "expected a JSON object")
+            kind = obj.get("kind")
+            if kind == "record":
+                _want(not parsed.edges, n, "a record after the edges: records come first")
+                _check_record(obj, n, prev_id)
+                prev_id = obj["id"]
+                ids.add(prev_id)
+                n_nodes += obj["type"] == "semantic"
+                parsed.records.append(obj)
+            elif kind == "edge":
+                _want(_int(obj.get("src"), 1, 2**64 - 1) and _int(obj.get("dst"), 1, 2**64 - 1),
+                      n, "src and dst must be record ids")
+                _want(obj["src"] in ids and obj["dst"] in ids, n,
+                      f"edge {obj['src']} -> {obj['dst']} names a record the export does not "
+                      "hold")
+                _want(obj.get("type") in EDGE_CODES, n,
+                      f"edge type must be one of {', '.join(EDGE_CODES)}")
+                _want(_num(obj.get("weight"), 0.0, 1.0), n, "weight must be a number in 0 .. 1")
+                parsed.edges.append((obj["src"], obj["dst"], EDGE_CODES[obj["type"]],
+                                     float(obj["weight"])))
+            else:
+                _want(False, n, f"unknown kind {kind!r} (expected record or edge)")
+        except InputError as exc:
+            raise InputError(f"{where}:{n}", exc.reason) from None
+    if parsed is None:
+        raise InputError(f"{where}:1", "empty input: no export header")
+    c = parsed.header["counts"]
+    got = {"records": len(parsed.records), "nodes": n_nodes, "edges": len(parsed.edges)}
+    for key in ("records", "nodes", "edges"):
+        if got[key] != c[key]:
+            raise InputError(f"{where}:{n + 1}",
+                             f"the export ends after {got['records']} records and "
+                             f"{got['edges']} edges, but its header announces {c['records']} "
+                             f"records ({c['nodes']} nodes) and {c['edges']} edges: truncated "
+                             f"or damaged")
+    return parsed
+
+
+# --- import: writing --------------------------------------------------------------------------
+
+
+@dataclass
+class _Imported(NewMemory):
+    """A record as exported: header fields and body given, not derived (NewMemory derives)."""
+
+    recall_count: int = 0
+    tombstone: bool = False
+    full_body: dict = field(default_factory=dict)
+
+    def header(self, exact_norm: float):
+        h = super().header(exact_norm)
+        return h.replace(recall_count=self.recall_count,
+                         flags=fl.set_flag(h.flags, fl.TOMBSTONE, self.tombstone))
+
+    def body(self) -> dict:
+        return self.full_body
+
+
+def body_of(r: dict) -> dict:
+    """The payload body a record line stands for (the inverse of `record_line`)."""
+    body = {"text": r["text"]}
+    for key in ("speaker", "session", "source"):
+        if r.get(key) is not None:
+            body[key] = r[key]
+    if r.get("meta") is not None:
+        body["meta"] = r["meta"]
+    body.update(r.get("extra") or {})
+    body.update(r.get("node") or {})
+    if r["tags"]:
+        body["tags"] = list(r["tags"])
+    return body
+
+
+def embed_text(r: dict) -> str:
+    """What is embedded: an episode as ingest embeds it ("speaker: text"), a node its text."""
+    if r["type"] != "semantic" and r.get("speaker"):
+        return f"{r['speaker']}: {r['text']}"
+    return r["text"]
+
+
+def bm25_text(r: dict) -> str:
+    """What BM25 indexes: as ingest (episodes) and consolidate ("name desc") do."""
+    if r["type"] == "semantic":
+        node = r["node"]
+        return f"{node.get('name', '')} {node.get('desc', '')}"
+    return embed_text(r)
+
+
+def _memory(r: dict, vector: np.ndarray) -> _Imported:
+    f = r["flags"]
+    return _Imported(text=r["text"], vector=vector, timestamp_ms=r["timestamp_ms"],
+                     memory_type=TYPES[r["type"]], importance=float(r["importance"]),
+                     valence=r["valence"], arousal=r["arousal"],
+                     storage_strength=float(r["storage_strength"]), tags=list(r["tags"]),
+                     pinned=f["pinned"], resolved=f["resolved"],
+                     consolidated=f["consolidated"], recall_count=r["recall_count"],
+                     tombstone=f["tombstone"], full_body=body_of(r))
+
+
+@dataclass
+class ImportResult:
+    records: int = 0
+    nodes: int = 0
+    edges: int = 0
+    embed_seconds: float = 0.0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"records": self.records, "nodes": self.nodes, "edges": self.edges,
+                "embed_seconds": round(self.embed_seconds, 3), "seconds": round(self.seconds, 3)}
+
+
+def check_empty(w: StoreWriter) -> None:
+    """Import writes ids as exported: only into a store that has never held a record."""
+    if w.count or w.manifest.next_record_id != 1:
+        raise InputError(str(w.path), f"the store is not empty ({w.count} records): import "
+                                      "goes into a new or empty store")
+
+
+def import_parsed(w: StoreWriter, parsed: Parsed, embedder, progress=None) -> ImportResult:
+    """Write a checked export into the empty store `w` in one transaction (one commit)."""
+    from ..models.bm25 import BM25Index
+
+    t0 = time.perf_counter()
+    check_empty(w)
+    res = ImportResult()
+    recs = parsed.records
+    bm25 = BM25Index.open(w.path, w.manifest.bm25, append_only=True)
+    for lo in range(0, len(recs), CHUNK):  # embedded and appended a chunk at a time
+        part = recs[lo:lo + CHUNK]
+        t1 = time.perf_counter()
+        vectors = embedder.encode([embed_text(r) for r in part])
+        res.embed_seconds += time.perf_counter() - t1
+        # ids as exported: each run of consecutive ids is one append from next_record_id
+        start = 0
+        for k in range(1, len(part) + 1):
+            if k == len(part) or part[k]["id"] != part[k - 1]["id"] + 1:
+                w.stage(next_record_id=part[start]["id"])
+                got = w.append([_memory(r, v) for r, v in zip(part[start:k], vectors[start:k])])
+                assert got[0] == part[start]["id"], "ids must be kept"
+                start = k
+        w.stage(bm25=bm25.add([r["id"] for r in part], [bm25_text(r) for r in part]))
+        if progress is not None:
+            progress(lo + len(part), len(recs))
+    res.records = len(recs)
+    res.nodes = sum(r["type"] == "semantic" for r in recs)
+
+    last = recs[-1]["id"] if recs else 0
+    w.stage(next_record_id=max(last + 1, parsed.header["store"].get("next_record_id", 1)))
+    if parsed.edges:
+        src, dst, typ, wgt = zip(*parsed.edges)
+        w.add_edges(np.array(src, np.uint64), np.array(dst, np.uint64), np.array(typ, np.uint8),
+                    np.array(wgt, np.float32))
+        res.edges = len(parsed.edges)
+    _stage_ingest_index(w, recs)
+    _stage_spikes(w, recs)
+    _stage_dormancy(w, parsed)
+    w.commit()
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _stage_ingest_index(w: StoreWriter, recs: list[dict]) -> None:
+    """Deduplication of later ingests: the index rebuilt from the bodies, as compaction does
+    (FORMAT.md 12, 14.2)."""
+    keep = [r for r in recs if isinstance((r.get("extra") or {}).get("md5"), str)]
+    entries = []
+    for r in keep:
+        try:
+            entries.append(bytes.fromhex(r["extra"]["md5"]))
+        except ValueError:
+            entries.append(None)
+    keep = [r for r, d in zip(keep, entries) if d is not None and len(d) == 16]
+    if not keep:
+        return
+    path = w.path / ix.NAME
+    ix.create(path)
+    e = ix.make_entries([bytes.fromhex(r["extra"]["md5"]) for r in keep],
+                        [r["id"] for r in keep],
+                        [ix.session_key(r.get("session"), r.get("source")) for r in keep])
+    w.stage(ingest={"file": ix.NAME, "entries": ix.append(path, 0, e)})
+
+
+def _stage_spikes(w: StoreWriter, recs: list[dict]) -> None:
+    rows = [(r["id"], t, k) for r in recs for t, k in r.get("spikes", [])]
+    if rows:
+        ids, times, kinds = (np.array(c) for c in zip(*rows))
+        # staged as add_spikes does, but with each spike's own time and kind
+        w._spike_entries.append(sp.make_entries(ids, times.astype(np.int64), kinds))
+
+
+def _stage_dormancy(w: StoreWriter, parsed: Parsed) -> None:
+    nodes = [r for r in parsed.records if r.get("dormancy")]
+    head = parsed.header.get("dormancy") or {}
+    if not nodes and not head.get("windows"):
+        return
+    d = [r["dormancy"] for r in nodes]
+    DormancyState([r["id"] for r in nodes], [x["low_windows"] for x in d],
+                  [x["recall_seen"] for x in d], [x["archived"] for x in d],
+                  head.get("windows", 0), head.get("last_window", [])).stage(w)

@@ -1,0 +1,322 @@
+"""`synapse export` / `synapse import` (issue 22, FORMAT.md 17): a round trip keeps records,
+nodes, edges, flags and counts; recall answers the same; a malformed or truncated export is
+refused naming the line and leaves no store; another embedder keeps the graph.
+
+The store: a real conversation (bench/agent_use/team_chat.ndjson, 224 lines) embedded with the
+real all-MiniLM-L6-v2, consolidated with the deterministic FakeExtractor (nodes, abstraction,
+relation and association edges, dormancy), then pinned, unresolved, trashed and recalled
+(recall_count, spike trains)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, assert_clean_failure, run_cli
+from fakes_extractor import FakeExtractor
+from synapse_cli import api
+from synapse_cli.engine import portable
+from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
+from synapse_cli.engine.store import Store, StoreWriter
+
+CONVERSATION = ROOT / "bench" / "agent_use" / "team_chat.ndjson"
+QUESTIONS = [ROOT / "bench" / "agent_use" / f"{n}.questions.json"
+             for n in ("team_chat", "family_group")]
+MPNET_ENV = "SYNAPSE_TEST_MPNET_DIR"  # a sentence-transformers all-mpnet-base-v2 directory
+
+
+def queries(n: int = 50) -> list[str]:
+    qs = [q["question"] for p in QUESTIONS for q in json.loads(p.read_text())]
+    assert len(qs) >= n
+    return qs[:n]
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from synapse_cli.models.embedder import get_embedder
+
+    return get_embedder()
+
+
+def _ingest(path, embedder):
+    items = [json.loads(line) for line in CONVERSATION.read_text().splitlines()]
+    api.ingest(items, store=path, embedder=embedder)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, embedder):
+    """(consolidated store, its export, episodes-only store, its export)."""
+    root = tmp_path_factory.mktemp("export")
+    a = root / "a"
+    _ingest(a, embedder)
+    with StoreWriter.open(a) as w:
+        consolidate(w, FakeExtractor(), embedder, ConsolidateConfig())
+    api.mark([3, 5], store=a, pin=True)
+    api.mark([10], store=a, resolve=False)
+    api.prune(store=a, ids=[7])
+    api.recall("What time is standup?", store=a, embedder=embedder)  # recall_count, spikes
+    api.export(root / "a.jsonl", store=a)
+    u = root / "u"
+    _ingest(u, embedder)
+    api.export(root / "u.jsonl", store=u)
+    return a, root / "a.jsonl", u, root / "u.jsonl"
+
+
+def body_lines(path) -> list[dict]:
+    return [json.loads(x) for x in Path(path).read_text().splitlines()[1:]]
+
+
+def live_graph(path):
+    with Store.open(path) as s:
+        g = s.graph()
+        return [np.asarray(x).copy() for x in (g.node_ids, g.indptr, g.indices, g.weights,
+                                               g.types)]
+
+
+def test_export_header_and_lines(built):
+    a, exp, _, _ = built
+    lines = Path(exp).read_text().splitlines()
+    head = json.loads(lines[0])
+    assert head["format"] == "synapse-export" and head["version"] == 1
+    assert head["store"]["embedder"] == "all-MiniLM-L6-v2" and head["store"]["dim"] == 384
+    info = api.inspect(a)
+    assert head["counts"] == {"records": info["records"]["total"],
+                              "nodes": info["records"]["by_type"]["semantic"],
+                              "edges": info["edges"]["total"]}
+    recs = [x for x in body_lines(exp) if x["kind"] == "record"]
+    edges = [x for x in body_lines(exp) if x["kind"] == "edge"]
+    assert len(recs) + len(edges) == len(lines) - 1
+    assert {e["type"] for e in edges} >= {"temporal", "abstraction", "relation"}
+    by_id = {r["id"]: r for r in recs}
+    assert by_id[3]["flags"]["pinned"] and by_id[7]["flags"]["tombstone"]
+    assert not by_id[10]["flags"]["resolved"]
+    assert any(r["recall_count"] for r in recs) and any(r.get("spikes") for r in recs)
+    node = next(r for r in recs if r["type"] == "semantic")
+    assert set(node["node"]) >= {"name", "etype", "desc", "sources", "relations"}
+    assert not any("vector" in json.dumps(r) for r in recs[:5])
+
+
+def test_round_trip_same_embedder_keeps_everything(built, tmp_path, embedder):
+    a, exp, _, _ = built
+    r = api.import_store(exp, store=tmp_path / "b", embedder=embedder)
+    counts = json.loads(Path(exp).read_text().splitlines()[0])["counts"]
+    assert (r["records"], r["nodes"], r["edges"]) == (counts["records"], counts["nodes"],
+                                                      counts["edges"])
+    api.export(tmp_path / "b.jsonl", store=tmp_path / "b")
+    assert body_lines(tmp_path / "b.jsonl") == body_lines(exp)  # records, nodes, edges, flags
+    for x, y in zip(live_graph(a), live_graph(tmp_path / "b")):
+        assert np.array_equal(x, y)
+    ia, ib = api.inspect(a), api.inspect(tmp_path / "b")
+    assert ia["records"] == ib["records"] and ia["edges"] == ib["edges"]
+    with Store.open(a) as sa, Store.open(tmp_path / "b") as sb:
+        assert sb.manifest.next_record_id == sa.manifest.next_record_id
+        assert np.array_equal(sa.ids, sb.ids)
+    assert api.verify(tmp_path / "b")["ok"]
+    # the ingest index came along: the same statement again is a duplicate, a new one gets
+    # the next id
+    line = json.loads(CONVERSATION.read_text().splitlines()[0])
+    out = api.ingest([line, {"text": "a new memory after the move"}], store=tmp_path / "b",
+                     embedder=embedder)
+    assert out[0]["status"] == "duplicate" and out[1]["id"] == 259
+    # consolidation goes on where the old store left off: known names merge, no duplicates
+    api.ingest([{"text": "Ayesha said the Harbor contract is signed", "speaker": "Ayesha",
+                 "session": "t99"}], store=tmp_path / "b", embedder=embedder)
+    with StoreWriter.open(tmp_path / "b") as w:
+        res = consolidate(w, FakeExtractor(), embedder, ConsolidateConfig()).as_dict()
+    assert res["nodes_created"] == 0 and res["nodes_merged"] >= 2
+    assert api.verify(tmp_path / "b")["ok"]
+
+
+def _top10(store, embedder, qs):
+    from synapse_cli.engine.service import Recaller
+
+    with Recaller(store, embedder=embedder) as r:
+        return [[x["id"] for x in api.recall_with(r, q, touch=False, k=10)["results"]]
+                for q in qs]
+
+
+def test_round_trip_same_top10_on_50_queries(built, tmp_path, embedder):
+    """Episodes are embedded and indexed exactly as ingest did: the same top-10 for all 50
+    queries. Semantic nodes are embedded from their current text; consolidation's merged
+    (moving-average) node vectors and the postings of a node's first description are index
+    state the export does not carry, so on the consolidated store recall's anchors can move:
+    measured 25 of 50 lists reordered, 95% of the top-10 ids the same."""
+    _, exp_a, u, exp_u = built
+    qs = queries(50)
+    api.import_store(exp_u, store=tmp_path / "v", embedder=embedder)
+    assert _top10(u, embedder, qs) == _top10(tmp_path / "v", embedder, qs)
+    a = built[0]
+    api.import_store(exp_a, store=tmp_path / "b", embedder=embedder)
+    before, after = _top10(a, embedder, qs), _top10(tmp_path / "b", embedder, qs)
+    same = sum(len(set(x) & set(y)) for x, y in zip(before, after))
+    assert same / sum(len(x) for x in before) >= 0.9
+
+
+def test_ids_with_gaps_are_kept(built, tmp_path, embedder):
+    a = tmp_path / "a"
+    shutil.copytree(built[0], a)
+    api.prune(store=a, ids=[20, 21, 22], compact=True)  # compaction leaves gaps in the ids
+    api.export(tmp_path / "a.jsonl", store=a)
+    api.import_store(tmp_path / "a.jsonl", store=tmp_path / "b", embedder=embedder)
+    with Store.open(a) as sa, Store.open(tmp_path / "b") as sb:
+        assert np.array_equal(sa.ids, sb.ids) and 21 not in set(sb.ids.tolist())
+    for x, y in zip(live_graph(a), live_graph(tmp_path / "b")):
+        assert np.array_equal(x, y)
+
+
+def _corrupt(lines: list[str], how: str) -> tuple[str, int]:
+    """(the damaged export, the line number the error must name)."""
+    n = len(lines)
+    if how == "cut_mid_line":
+        return "\n".join(lines[:100]) + "\n" + lines[100][:40], 101
+    if how == "cut_at_line":
+        return "\n".join(lines[:100]) + "\n", 101
+    if how == "bad_json":
+        return "\n".join(lines[:49] + ["{\"kind\": \"record\","] + lines[50:]) + "\n", 50
+    if how == "no_header":
+        return "\n".join(lines[1:]) + "\n", 1
+    if how == "bad_field":
+        r = json.loads(lines[30])
+        r["importance"] = 99
+        return "\n".join(lines[:30] + [json.dumps(r)] + lines[31:]) + "\n", 31
+    if how == "edge_to_nowhere":
+        e = json.loads(lines[-1])
+        e["dst"] = 10**9
+        return "\n".join(lines[:-1] + [json.dumps(e)]) + "\n", n
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["cut_mid_line", "cut_at_line", "bad_json", "no_header",
+                                 "bad_field", "edge_to_nowhere"])
+def test_import_refuses_a_damaged_export_naming_the_line(built, tmp_path, how):
+    text, line = _corrupt(Path(built[1]).read_text().splitlines(), how)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(text)
+    store = tmp_path / "new"
+    r = run_cli(["import", bad], store, env={"HF_HUB_OFFLINE": "1"})
+    err = assert_clean_failure(r, 65)
+    assert f"{bad}:{line}:" in err[0]
+    assert not store.exists()  # no half store
+    empty = tmp_path / "empty"  # an empty directory stays empty
+    empty.mkdir()
+    r = run_cli(["import", "-"], empty, stdin=open(bad))
+    assert_clean_failure(r, 65)
+    assert list(empty.iterdir()) == []
+
+
+def test_import_interrupted_while_writing_leaves_no_store(built, tmp_path, embedder,
+                                                          monkeypatch):
+    class Failing:
+        name, dim, calls = embedder.name, embedder.dim, 0
+
+        def encode(self, texts):
+            Failing.calls += 1
+            if Failing.calls == 2:
+                raise KeyboardInterrupt
+            return embedder.encode(texts)
+
+    monkeypatch.setattr(portable, "CHUNK", 64)
+    with pytest.raises(KeyboardInterrupt):
+        api.import_store(built[1], store=tmp_path / "b", embedder=Failing())
+    assert not (tmp_path / "b").exists()
+
+
+def test_import_killed_leaves_an_empty_store_and_a_rerun_completes(built, tmp_path):
+    import signal
+    import time
+
+    from conftest import start_cli
+
+    store = tmp_path / "b"
+    p = start_cli(["import", built[1]], store, env={"HF_HUB_OFFLINE": "1"})
+    deadline = time.monotonic() + 60
+    while not (store / "MANIFEST").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # embedding: nothing committed yet
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    if (store / "MANIFEST").exists():  # the empty store the import created, nothing in it
+        assert api.inspect(store)["records"]["total"] == 0
+    r = run_cli(["import", built[1]], store, env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    api.export(tmp_path / "b.jsonl", store=store)
+    assert body_lines(tmp_path / "b.jsonl") == body_lines(built[1])
+
+
+def test_import_refuses_a_store_that_is_not_empty(built, tmp_path):
+    r = run_cli(["import", built[1]], built[2], env={"HF_HUB_OFFLINE": "1"})
+    assert "not empty" in assert_clean_failure(r, 65)[0]
+
+
+def test_cli_export_import_round_trip(built, tmp_path):
+    out = tmp_path / "x.jsonl"
+    r = run_cli(["export", "--out", out], built[0])
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_mode & 0o777 == 0o600  # every memory in it: private like the store
+    assert out.read_text().splitlines()[1:] == Path(built[1]).read_text().splitlines()[1:]
+    piped = run_cli(["export"], built[0]).stdout
+    assert piped.splitlines()[1:] == out.read_text().splitlines()[1:]
+    r = run_cli(["import", out], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    counts = json.loads(out.read_text().splitlines()[0])["counts"]
+    assert (summary["records"], summary["edges"]) == (counts["records"], counts["edges"])
+
+
+@pytest.mark.skipif(not os.environ.get(MPNET_ENV),
+                    reason=f"${MPNET_ENV} unset: no second sentence-transformers model "
+                           "(all-mpnet-base-v2 is on PyPI in five parts, see README)")
+def test_other_embedder_keeps_the_graph_and_recall_works(built, tmp_path, embedder):
+    from synapse_cli.engine.config import ConfigError
+
+    mpnet = api.embedder_for(os.environ[MPNET_ENV])
+    r = api.import_store(built[1], store=tmp_path / "m", embedder=mpnet)
+    assert (r["embedder"], r["dim"]) == ("all-mpnet-base-v2", 768)
+    with Store.open(tmp_path / "m") as s:
+        assert (s.manifest.embedder, s.manifest.dim) == ("all-mpnet-base-v2", 768)
+    for x, y in zip(live_graph(built[0]), live_graph(tmp_path / "m")):
+        assert np.array_equal(x, y)
+    api.export(tmp_path / "m.jsonl", store=tmp_path / "m")
+    assert body_lines(tmp_path / "m.jsonl") == body_lines(built[1])
+    qs = json.loads(QUESTIONS[0].read_text())
+    hits = 0
+    for q in qs:
+        got = api.recall(q["question"], store=tmp_path / "m", embedder=mpnet, touch=False,
+                         k=10)["results"]
+        hits += bool(set(q.get("gold") or []) & {x["id"] for x in got})
+    assert hits >= len([q for q in qs if q.get("gold")]) // 2
+    with pytest.raises(ConfigError):  # mixing models in one store is refused
+        api.ingest(["one more"], store=tmp_path / "m", embedder=embedder)
+
+
+@pytest.mark.slow
+def test_real_model_consolidation_round_trip(tmp_path):
+    """The README's demo consolidated by the real SmolLM2 (18 nodes, 9 merges), through the
+    CLI: the import exports the same lines; recall finds nearly the same memories (merged node
+    vectors are not carried, FORMAT.md 17: measured 2 of 10 lists reordered, one of 100 ids
+    replaced)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    env = {"HF_HUB_OFFLINE": "1"}
+    for args, store in ((["ingest", ROOT / "fixtures" / "demo.ndjson"], a),
+                        (["consolidate"], a), (["export", "--out", tmp_path / "a.jsonl"], a),
+                        (["import", tmp_path / "a.jsonl"], b),
+                        (["export", "--out", tmp_path / "b.jsonl"], b)):
+        r = run_cli(args, store, env=env, timeout=600)
+        assert r.returncode == 0, (args, r.stderr)
+    assert json.loads(Path(tmp_path / "a.jsonl").read_text().splitlines()[0])["counts"]["nodes"]
+    assert body_lines(tmp_path / "a.jsonl") == body_lines(tmp_path / "b.jsonl")
+    qs = ["Where did Caroline go hiking last summer?", "Does anyone have a pet?",
+          "Who is training for a marathon?", "What is Caroline's new job?", "Who is Maya?",
+          "What is the dog called?", "Where is the shelter?", "When is the Berlin marathon?",
+          "Were the trails crowded?", "What did Melanie ask?"]
+    from synapse_cli.models.embedder import get_embedder
+
+    e = get_embedder()
+    before, after = _top10(a, e, qs), _top10(b, e, qs)
+    same = sum(len(set(x) & set(y)) for x, y in zip(before, after))
+    assert same / sum(len(x) for x in before) >= 0.9
