@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from typing import Optional
 
 import typer
 
@@ -46,9 +47,14 @@ def setting_choices(name: str) -> tuple[str, ...]:
     return next(s.choices for s in SETTINGS if s.name == name)
 
 
-def store_path():
-    from .main import Globals
+class Globals:
+    """The global options (`synapse --store DIR --lock-timeout S CMD`), set by main's callback
+    before a command runs."""
+    store: Optional[str] = None
+    lock_timeout: Optional[float] = None  # the flag; lock_timeout() adds the variable
 
+
+def store_path():
     return resolve_store(Globals.store)
 
 
@@ -70,8 +76,6 @@ def lock_timeout() -> float:
     """--lock-timeout (checked when parsed), else $SYNAPSE_LOCK_TIMEOUT, else 30 s. The
     variable is checked here, when a writer needs it, so that `--help`, `config` and readers
     work whatever it holds."""
-    from .main import Globals
-
     if Globals.lock_timeout is not None:
         return Globals.lock_timeout
     env = os.environ.get("SYNAPSE_LOCK_TIMEOUT")

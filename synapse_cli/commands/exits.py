@@ -45,11 +45,14 @@ def code_for(exc: BaseException) -> int:
     from store_format import errors as e
 
     from ..engine.config import ConfigError
+    from ..engine.inputs import InputError
     from ..models.embedder import ModelDirSetting
     from ..models.extractor import ModelNotFound, ModelUnusable
 
     if isinstance(exc, UserError):
         return exc.code
+    if isinstance(exc, InputError):  # through the API: a bad item or an unknown record id
+        return DATAERR
     if isinstance(exc, ModelNotFound):  # before the generic OSError (it is one)
         return NOINPUT
     if isinstance(exc, ModelUnusable):  # raised when the model loads, possibly mid-command

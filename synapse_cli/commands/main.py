@@ -25,11 +25,6 @@ app = typer.Typer(
 )
 
 
-class Globals:
-    store: Optional[str] = None
-    lock_timeout: Optional[float] = None  # the flag; common.lock_timeout() adds the variable
-
-
 def _version(value: bool) -> None:
     if value:
         print(f"synapse {__version__}")
@@ -53,8 +48,8 @@ def main(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    Globals.store = store
-    Globals.lock_timeout = None if lock_timeout is None else \
+    common.Globals.store = store
+    common.Globals.lock_timeout = None if lock_timeout is None else \
         common.seconds(lock_timeout, "--lock-timeout", usage=True)
     output.Out.quiet = quiet
     output.Out.json = False  # a command's --json sets it (common.JSON_OPTION)
