@@ -5,7 +5,7 @@
 Uses the stores cached by bench/locomo_build.py (bench/out/locomo_stores/, gitignored). For each
 conversation and store variant, every question is embedded once (cached) and the per-record
 signals that do not depend on activation parameters are computed once with the engine's own
-functions (`recall._scan`: cosine, decay, importance; `recall._bm25`; PageRank as
+functions (`scan.scan_records`: cosine, decay, importance; `recall._bm25`; PageRank as
 `compute_signals` does it); spreading activation is the engine kernel, run once per question
 per activation-parameter set. Fusion weights and structural choices are then swept in numpy.
 
@@ -78,7 +78,8 @@ def load_conv(conv: dict, variant: str, embedder) -> Conv:
     from store_format import flags as fl
     from synapse_cli.engine import graphview
     from synapse_cli.engine.ingest import md5_of
-    from synapse_cli.engine.recall import RecallConfig, _bm25, _norm, _scan
+    from synapse_cli.engine.recall import RecallConfig, _bm25, _norm
+    from synapse_cli.engine.scan import scan_records as _scan
     from synapse_cli.engine.store import Store
     from synapse_cli.kernels.pagerank import pagerank
 

@@ -179,7 +179,7 @@ class StageTimer:
 
         self.t = {k: 0.0 for k in ("scan", "bm25", "activation", "rank", "bodies")}
         self._undo = []
-        for mod, name, key in ((R, "_scan", "scan"), (R, "_bm25", "bm25"),
+        for mod, name, key in ((R, "scan_records", "scan"), (R, "_bm25", "bm25"),
                                (A, "activate", "activation"), (R, "rank", "rank")):
             self._wrap(mod, name, key)
         self._wrap(store, "bodies", "bodies")

@@ -49,7 +49,7 @@ def chatter_penalty(store, arrays, cfg) -> np.ndarray | None:
         return None
     key = ("chatter", cfg.content_tokens)
     if key not in arrays.cache:
-        from .recall import bm25_open
+        from .scan import bm25_open
 
         rec, dl = bm25_open(store, arrays.cache).doc_lengths()  # the live set does not matter
         short = np.zeros(len(arrays.ids), np.float64)

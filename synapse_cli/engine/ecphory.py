@@ -225,7 +225,7 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
     `embed(texts) -> float32 [n, dim]` embeds the cue (the store's embedder); None loads the
     default embedder once per process (only when the cue differs from the query)."""
     from ..models.cues import cue_text, extract_cues
-    from .recall import _scan, walled
+    from .scan import scan_records, walled
 
     t0 = time.perf_counter()
     cues, used, note = extract_cues(query, cfg.cues, cfg.cue_model or None)
@@ -243,7 +243,7 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
         cue_vec = np.asarray(query_vec if cue == query else _embed(store, embed, cue), np.float32)
         cue_vec = cue_vec / max(float(np.linalg.norm(cue_vec)), 1e-12)
     rank_vec = cue_vec if rank_vec is None else rank_vec
-    sim, decay, _ = _scan(store, rank_vec, cfg, now_ms, arrays.cache)
+    sim, decay, _ = scan_records(store, rank_vec, cfg, now_ms, arrays.cache)
     dormant = getattr(arrays, "dormant", None)
     if dormant is not None and dormant.any():  # archived nodes (FORMAT.md 16), as in recall
         sim[dormant] = -np.inf

@@ -11,6 +11,10 @@ from store_format.tags import contains_many, encode_tags, normalize_tag
 from .store import Store
 
 
+# Memory types as bits of recall's type filter (the header scan's type_mask).
+TYPE_BITS = {"working": 1, "episodic": 2, "semantic": 4, "procedural": 8}
+
+
 def exact_tags(body: dict) -> set[str]:
     """The normalised tags a record carries: its `tags` plus speaker:, session: and source:
     from its metadata (ingest stores those as tags too; older records may lack them)."""
@@ -62,7 +66,6 @@ def check_filters(cfg) -> None:
     string would be read as one tag per character), an unknown type. ConfigError with
     usage=True: exit 2 on the command line."""
     from .config import ConfigError
-    from .recall import TYPE_BITS
 
     if isinstance(cfg.tags, str) or not all(isinstance(t, str) and normalize_tag(t)
                                             for t in cfg.tags):

@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from store_format import flags as fl
-from store_format.tags import encode_tags
 
 from . import graphview
+from .filters import TYPE_BITS  # noqa: F401 - recall.TYPE_BITS is its public name
+from .scan import bm25_open, scan_records, top as _top, walled
 from .store import Store
 
 MODES = ("synapse", "vector", "bm25", "hybrid", "synaptic", "ecphory")
-TYPE_BITS = {"working": 1, "episodic": 2, "semantic": 4, "procedural": 8}
 
 
 @dataclass
@@ -194,63 +194,6 @@ class Signals:
     bonus: np.ndarray | None = None       # float per position added to the fused score
 
 
-def _scan(store: Store, query_vec: np.ndarray, cfg: RecallConfig, now_ms: int,
-          cache: dict | None = None):
-    """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned
-    or filtered out (tags exactly: engine/filters.py). `cache` (RecallArrays.cache) keeps each
-    segment's int8 vector norms from the first query of a snapshot, so later scans make one
-    pass over each vector, not two (a
-    vector rewritten in place after that, e.g. a semantic node's EMA update, keeps its old norm
-    until the next snapshot, like the graph and BM25 do)."""
-    from ..kernels.header_scan import scan
-
-    type_mask = 0b1111
-    if cfg.types:
-        type_mask = sum(TYPE_BITS[t] for t in cfg.types)
-    tag_query = encode_tags(cfg.tags) if cfg.tags else 0
-    norms = {} if cache is None else cache.setdefault("inv_norms", {})
-    n = sum(s.n for s in store.segments)
-    sim, dec, imp = (np.empty(n, np.float32) for _ in range(3))
-    start = 0
-    for k, s in enumerate(store.segments):
-        if not s.n:
-            continue
-        ready = k in norms
-        inv = norms[k] if ready else np.empty(s.n, np.float32)
-        end = start + s.n
-        scan(s.raw, s.header.header_version, s.header.dim, query_vec, now_ms,
-             type_mask=type_mask, t_min=cfg.since_ms or 0,
-             t_max=cfg.until_ms if cfg.until_ms is not None else 2**63 - 1,
-             tag_query=tag_query, inv_norm=inv, inv_norm_ready=ready,
-             out=(sim[start:end], dec[start:end], imp[start:end]))
-        norms[k] = inv
-        start = end
-    if cfg.tags:  # the kernel checked the Bloom bits; the payload's tags decide
-        from .filters import tag_mask
-
-        sim[~tag_mask(store, cfg.tags, cache)] = -np.inf
-    return sim, dec, imp
-
-
-def walled(cfg: RecallConfig) -> bool:
-    """A tag or time filter is a wall: the records outside it are neither returned nor carry
-    activation (and so never appear in an --explain path), since a tag is how users and agents
-    are kept apart and a time window is what was known then. A type filter only chooses what is
-    returned: semantic nodes still carry activation between the episodes it lets through."""
-    return bool(cfg.tags) or cfg.since_ms is not None or cfg.until_ms is not None
-
-
-def bm25_open(store: Store, cache: dict):
-    """The store's BM25 index, opened once per snapshot, whatever its live set (for what does
-    not depend on it: the vocabulary, document lengths)."""
-    from ..models.bm25 import BM25Index
-
-    if "bm25" not in cache:
-        cache["bm25"] = BM25Index.open(store.path, store.manifest.bm25)
-        cache["bm25_live"] = None  # a fresh index has every record live
-    return cache["bm25"]
-
-
 def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
     """The store's BM25 index, opened once per snapshot (`cache` lives on the RecallArrays),
     restricted to the records that passed the scan; its statistics are recomputed only when
@@ -304,14 +247,6 @@ def _rrf(rankings: list[np.ndarray], n: int, k: int) -> np.ndarray:
     return score
 
 
-def _top(scores: np.ndarray, k: int, floor: float = -np.inf) -> np.ndarray:
-    """Positions of the k best scores above `floor`, best first, ties to the lower position
-    (-inf marks records the scan filtered out)."""
-    from ..kernels.ranking import top_k
-
-    return top_k(scores, k, floor)
-
-
 def _word_scores(store: Store, query: str, record_ids: np.ndarray, arrays: graphview.RecallArrays,
                  passed: np.ndarray, variant_weight: float) -> tuple[list[str], np.ndarray]:
     """Each query word's BM25 share for each of `record_ids` (BM25Index.word_scores)."""
@@ -326,7 +261,7 @@ def _word_scores(store: Store, query: str, record_ids: np.ndarray, arrays: graph
 
 def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                     query_vec: np.ndarray, cfg: RecallConfig, now_ms: int) -> Signals:
-    sim, dec, imp = _scan(store, query_vec, cfg, now_ms, arrays.cache)
+    sim, dec, imp = scan_records(store, query_vec, cfg, now_ms, arrays.cache)
     if arrays.dormant.any():  # archived nodes are out of the active graph (FORMAT.md 16)
         sim[arrays.dormant] = -np.inf
     passed = np.isfinite(sim)

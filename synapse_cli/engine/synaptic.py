@@ -113,7 +113,7 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
     `sim` is the query's cosine per record position, -inf where the scan filtered it out."""
     from ..kernels.dtw import pair_scores
     from ..kernels.lif import membrane
-    from .recall import _scan
+    from .scan import scan_records
 
     n = len(sim)
     passed = np.isfinite(sim)
@@ -160,7 +160,7 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
         if sc.propagation == "centroid":                          # appendix D
             centroid = pvec.mean(axis=0)
             centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
-            csim, _, _ = _scan(store, centroid, cfg, now_ms, arrays.cache)
+            csim, _, _ = scan_records(store, centroid, cfg, now_ms, arrays.cache)
             cand = np.flatnonzero(np.isfinite(csim) & ~seen & (csim > sc.cos_th))
             if len(cand):
                 cand_vec = graphview.unit_vectors(store, cand)
@@ -175,7 +175,7 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
                 best_t[cand] = t[arg, cols]
         else:
             for p, v in zip(parents.tolist(), pvec):                # eqs. 10-13
-                psim, _, _ = _scan(store, v, cfg, now_ms, arrays.cache)
+                psim, _, _ = scan_records(store, v, cfg, now_ms, arrays.cache)
                 cand = np.flatnonzero(np.isfinite(psim) & ~seen & (psim > sc.cos_th))
                 if not len(cand):
                     continue
@@ -212,11 +212,11 @@ def stimulus_path(pos: int, prop: Propagation, ids: np.ndarray) -> list[dict]:
 def recall(store: Store, query: str, query_vec: np.ndarray, cfg, arrays: graphview.RecallArrays,
            now_ms: int, sc: SynapticConfig | None = None) -> dict:
     """The synaptic mode of recall.recall(): same JSON shape, ranked by membrane potential."""
-    from .recall import _scan, _top
+    from .scan import scan_records, top as _top
 
     t0 = time.perf_counter()
     sc = sc or getattr(cfg, "synaptic", None) or SynapticConfig()
-    sim, dec, _ = _scan(store, query_vec, cfg, now_ms, arrays.cache)
+    sim, dec, _ = scan_records(store, query_vec, cfg, now_ms, arrays.cache)
     prop = propagate(store, arrays, sim, cfg, sc, now_ms)
     score = np.where(np.isfinite(sim), prop.potential, -np.inf)
     top = _top(score, cfg.k, 0.0)
