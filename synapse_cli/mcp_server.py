@@ -67,7 +67,7 @@ def _errors(failure: type[Exception]):
             except failure:
                 raise
             except Exception as exc:  # noqa: BLE001 - the one place a tool's errors are sorted
-                if isinstance(exc, api.InputError) or code_for(exc) != INTERNAL:
+                if code_for(exc) != INTERNAL:  # a user error: InputError, ConfigError, ...
                     hint = hint_for(exc)
                     raise failure(str(exc) + (f" (hint: {hint})" if hint else "")) from None
                 log.exception("internal error in %s", fn.__name__)
