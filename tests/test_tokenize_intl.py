@@ -104,3 +104,13 @@ def test_recall_bm25_and_synapse_on_a_real_store(tmp_path):
     assert top("柯基", "bm25")[0] == CORPUS[1]
     assert top("🔥", "bm25")[0] == CORPUS[2]
     assert top("Sao Paulo office", "synapse")[0] == CORPUS[3]
+
+
+def test_the_topic_check_reads_a_version_1_store_with_its_own_tokenizer(tmp_path):
+    from synapse_cli.engine.topic import unknown_topic
+
+    old = build(tmp_path, version=1)  # its vocabulary has "straße", not "strasse"
+    assert unknown_topic("Which straße?", old) is None
+    (tmp_path / "v2").mkdir()
+    assert unknown_topic("Which strasse?", build(tmp_path / "v2")) is None
+    assert unknown_topic("What is the capital of Peru?", old) == ["capital"]

@@ -31,10 +31,12 @@ _IDENT = re.compile(r"\b[A-Za-z]+[-_.]?\d[\w.-]*")  # INC-412, v2, pr1234
 _NAME = re.compile(r"(?<=\s)([A-Z][\w'’-]*)")  # capitalised after the first word
 
 
-def topic_words(query: str) -> list[str]:
+def topic_words(query: str, tokenize=tokenize) -> list[str]:
     """The query's topic words: tokens that are neither stopwords, question words, bare numbers
     nor capitalised names (a name inside the question, "Dana's", "Paylark"). An identifier
-    with digits ("INC-412", "v2.4") is a topic of its own: its number counts."""
+    with digits ("INC-412", "v2.4") is a topic of its own: its number counts. `tokenize`: the
+    store's BM25 tokenizer when the words are looked up in its index (a store keeps its
+    tokenizer version, models/tokenize.py)."""
     names = {t for m in _NAME.finditer(query.strip()) for t in tokenize(m.group(1))[:1]}
     ids = {t for m in _IDENT.finditer(query) for t in tokenize(m.group(0)) if t.isdigit()}
     return [w for w in dict.fromkeys(tokenize(query))
@@ -49,7 +51,7 @@ def unknown_identifiers(query: str, index) -> list[str]:
     cause of INC-415?" in a store that discusses INC-412's root cause)."""
     out = []
     for m in _IDENT.finditer(query):
-        toks = tokenize(m.group(0))
+        toks = index.tokenize(m.group(0))
         if any(t.isdigit() and not index.knows(t) for t in toks):
             out += [t for t in toks if t not in out]
     return out
@@ -68,7 +70,7 @@ def unknown_topic(query: str, index, embed=None, memories=None,
     where "blood" to anything a chat about flats and dentists says stays near 0.2 (MiniLM;
     the agent-use tune half, bench/agent_use.py: unknown words of never-answered questions
     0.16-0.35, of answerable ones 0.13-0.44)."""
-    words = topic_words(query)
+    words = topic_words(query, index.tokenize)
     ids = unknown_identifiers(query, index)
     if ids:
         return ids
