@@ -50,7 +50,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from locomo_recall import CATS, dia_ids_by_record, gold_of, turns_by_md5, turns_of  # noqa: E402
+from locomo_recall import CATS, answerable, dia_ids_by_record, turns_by_md5, turns_of  # noqa: E402
 from store_format import flags as fl  # noqa: E402
 from store_format import graph_files as gf  # noqa: E402
 from synapse_cli.engine import graphview  # noqa: E402
@@ -144,13 +144,18 @@ CONS_ROWS = {"consolidated": {}, "episode-anchors (recall.py change)": {}, "no-i
              "pagerank-0.2": {"lambda_pr": 0.2}}
 
 
-def score(store, arrays, qas, qvecs, dia_of_id, cfg, now_ms, embed) -> list[dict]:
+# The conversations the consolidation changes of issue 18 were chosen on; the others are its
+# held-out twin (`by_half` in the output).
+TUNED_ON = ("conv-26", "conv-30")
+
+
+def score(store, arrays, qas, qvecs, dia_of_id, cfg, now_ms, embed, sid) -> list[dict]:
     out = []
     for (qa, cat, gold), qv in zip(qas, qvecs):
         r = recall(store, qa["question"], qv, cfg, arrays, now_ms=now_ms, embed=embed)
         got = [dia_of_id.get(x["id"], []) for x in r["results"][:10]]
         hit = set().union(*got) & set(gold) if got else set()
-        out.append({"cat": cat, "r10": len(hit) / len(gold)})
+        out.append({"cat": cat, "r10": len(hit) / len(gold), "conv": sid})
     return out
 
 
@@ -207,14 +212,7 @@ def run(args) -> dict:
         items = turns_of(conv, sid)
         known = {it.dia_id for it in items}
         alias = turns_by_md5(items)
-        qas = []
-        for qa in conv["qa"]:
-            cat = int(qa["category"])
-            if cat == 5 or not qa.get("evidence"):
-                continue
-            gold = gold_of(qa, known, skipped)
-            if gold:
-                qas.append((qa, cat, gold))
+        qas = answerable(conv, known, skipped)
         qvecs = embedder.encode([qa["question"] for qa, _, _ in qas])
         now_ms = max(it.timestamp_ms for it in items)
         with tempfile.TemporaryDirectory(prefix="synapse-consrec-") as tmp:
@@ -225,7 +223,7 @@ def run(args) -> dict:
             arrays = graphview.build(store)
             per["fresh"] += score(store, arrays, qas, qvecs,
                                   dia_ids_by_record(store, arrays.ids, alias), base, now_ms,
-                                  embedder.encode)
+                                  embedder.encode, sid)
             store.close()
             if args.cons_from:
                 cpath = Path(args.cons_from) / sid / "cons" / "store"
@@ -236,21 +234,29 @@ def run(args) -> dict:
             log(sid, "consolidated", builds[sid])
         store = Store.open(cpath)
         for row, over in CONS_ROWS.items():
+            if args.rows and row not in args.rows:
+                continue
             arrays = arrays_variant(store, row)
             with _EpisodeAnchors() as ea:
                 if row.startswith("episode-anchors"):
                     ea.mask = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
                 per[row] += score(store, arrays, qas, qvecs,
                                   dia_ids_by_record(store, arrays.ids, alias),
-                                  dataclasses.replace(base, **over), now_ms, embedder.encode)
+                                  dataclasses.replace(base, **over), now_ms, embedder.encode,
+                                  sid)
         store.close()
         log(sid, {k: summary(v)["all_1_4"] for k, v in per.items()})
     rows = {k: summary(v) for k, v in per.items()}
+    by_half = {half: {k: summary([r for r in v if (r["conv"] in TUNED_ON) == tuned])
+                      for k, v in per.items()}
+               for half, tuned in (("tuned on " + ", ".join(TUNED_ON), True),
+                                   ("not tuned on", False))
+               if any((r["conv"] in TUNED_ON) == tuned for r in per["fresh"])}
     fresh = rows["fresh"]
     return {"benchmark": "consolidation_recall", "model": str(model), "tag": tag,
             "cons_from": args.cons_from, "conversations": [c["sample_id"] for c in data],
             "questions": len(per["fresh"]), "metric": "evidence recall@10 (%), gated, cats 1-4",
-            "rows": rows,
+            "rows": rows, "by_half": by_half,
             "consolidated_minus_fresh": {k: round(rows["consolidated"][k] - fresh[k], 2)
                                          for k in fresh},
             "consolidation": builds, "skipped": dict(skipped),
@@ -266,6 +272,8 @@ def main():
     p.add_argument("--tag", default=None, help="name of the consolidated stores' folder")
     p.add_argument("--cache-from", default=None,
                    help="tag of earlier stores whose extraction cache to start from")
+    p.add_argument("--rows", type=lambda x: x.split(","), default=None,
+                   help="only these consolidated rows (comma-separated; default all)")
     p.add_argument("--cons-from", default=None,
                    help="recall from DIR/<sample_id>/cons/store instead of consolidating")
     print(json.dumps(run(p.parse_args()), indent=1))

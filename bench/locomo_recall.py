@@ -156,6 +156,19 @@ def gold_of(qa: dict, known: set, skipped: Counter) -> list[str]:
     return gold
 
 
+def answerable(conv: dict, known: set, skipped: Counter) -> list[tuple[dict, int, list[str]]]:
+    """(qa, category, gold dia_ids) of the questions of categories 1-4 with usable evidence."""
+    out = []
+    for qa in conv["qa"]:
+        cat = int(qa["category"])
+        if cat == 5 or not qa.get("evidence"):
+            continue
+        gold = gold_of(qa, known, skipped)
+        if gold:
+            out.append((qa, cat, gold))
+    return out
+
+
 def calibrate(a: np.ndarray, f: np.ndarray, max_frr: float = 0.05) -> dict:
     """The tau (reject iff confidence < tau) that rejects the most category-5 questions (f)
     with at most `max_frr` of the answerable ones (a) refused; ties: the smallest tau."""

@@ -72,7 +72,7 @@ class Conv:
 
 
 def load_conv(conv: dict, variant: str, embedder) -> Conv:
-    from locomo_recall import gold_of, turns_of
+    from locomo_recall import answerable, turns_of
     from collections import Counter, defaultdict
 
     from store_format import flags as fl
@@ -91,14 +91,7 @@ def load_conv(conv: dict, variant: str, embedder) -> Conv:
     for it in items:
         alias[md5_of(it.text)].append(it.dia_id)
     skipped: Counter = Counter()
-    qas = []
-    for qa in conv["qa"]:
-        cat = int(qa["category"])
-        if cat == 5 or not qa.get("evidence"):
-            continue
-        gold = gold_of(qa, known, skipped)
-        if gold:
-            qas.append((qa["question"], cat, gold))
+    qas = [(qa["question"], cat, gold) for qa, cat, gold in answerable(conv, known, skipped)]
     qfile = CACHE / f"{sid}_qvecs.npy"
     if qfile.exists():
         qvecs = np.load(qfile)
