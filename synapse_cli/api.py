@@ -16,7 +16,6 @@ Errors are exceptions: `InputError` (a bad item), `ConfigError`, `ModelNotFound`
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Iterable
@@ -44,12 +43,6 @@ def settings(**overrides) -> config.Settings:
         raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}", usage=True,
                           hint="`synapse config` lists every setting")
     return config.resolve({_BY_KEY[k]: v for k, v in overrides.items()})
-
-
-def _split(kwargs: dict) -> tuple[dict, dict]:
-    """(setting overrides, other keyword arguments)."""
-    return ({k: v for k, v in kwargs.items() if k in _BY_KEY},
-            {k: v for k, v in kwargs.items() if k not in _BY_KEY})
 
 
 def _check_embedder(w, embedder) -> None:
@@ -172,18 +165,11 @@ def recall(query: str, store=None, *, touch: bool = True, embedder=None,
 
 def recall_with(recaller: Recaller, query: str, *, touch: bool = True, now_ms: int | None = None,
                 **kwargs) -> dict:
-    """`recall` on an open `Recaller` (the embedder and graph loaded once for many queries)."""
-    from .engine.recall import RecallConfig
-
+    """`recall` on an open `Recaller` (the embedder and graph loaded once for many queries);
+    keyword arguments as `Recaller.recall` takes them (engine/service.py recall_config)."""
     if not isinstance(query, str) or not query.strip():
         raise InputError("query", "empty query")
-    overrides, rest = _split(kwargs)
-    unknown = set(rest) - {f.name for f in dataclasses.fields(RecallConfig)}
-    if unknown:
-        raise ConfigError(f"unknown setting(s) or option(s): {', '.join(sorted(unknown))}",
-                          usage=True, hint="`synapse config` lists every setting")
-    cfg = RecallConfig(**{**settings(**overrides).kwargs("recall"), **rest})
-    return recaller.recall(query, cfg, touch=touch, now_ms=now_ms)
+    return recaller.recall(query, touch=touch, now_ms=now_ms, **kwargs)
 
 
 def store_path(store=None) -> Path:
