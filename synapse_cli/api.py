@@ -323,21 +323,17 @@ def list_memories(store=None, *, types: Iterable[str] = (), tags: Iterable[str] 
     """The memories, newest first: `{"memories": [...], "next_after", "total"}`. Filters as
     recall's (types, exact tags incl. `speaker:`/`session:`, a time window); `trashed` lists
     the trash instead; pass `next_after` back as `after` for the next page."""
-    from .engine.listing import TYPE_NAMES, ListQuery, list_memories as run
+    from types import SimpleNamespace
+
+    from .engine.filters import check_filters
+    from .engine.listing import ListQuery, list_memories as run
     from .engine.store import read_retrying
 
-    if isinstance(types, str) or isinstance(tags, str):  # one string is not a list of them
-        raise ConfigError("types and tags must be lists of strings", usage=True)
-    types, tags = tuple(types), tuple(tags)
-    if any(t not in TYPE_NAMES for t in types):
-        raise ConfigError(f"types must be a list of {', '.join(TYPE_NAMES)}", usage=True)
-    if any(not isinstance(t, str) or not t.strip() for t in tags):
-        raise ConfigError("tags must be a list of non-empty strings", usage=True)
+    types, tags = (x if isinstance(x, str) else tuple(x) for x in (types, tags))
+    # the same checks as recall's filters (a bare string, an unknown type, a backwards window)
+    check_filters(SimpleNamespace(types=types, tags=tags, since_ms=since_ms, until_ms=until_ms))
     if not isinstance(limit, int) or limit < 1:
         raise ConfigError(f"limit {limit!r}: expected an integer >= 1", usage=True)
-    if since_ms is not None and until_ms is not None and since_ms > until_ms:
-        raise ConfigError("the time window ends before it starts (since is later than until)",
-                          usage=True, hint="swap the two times")
     q = ListQuery(types, tags, since_ms, until_ms, trashed, limit, after)
 
     def one(s):
