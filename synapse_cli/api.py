@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable
 
 from store_format.errors import StoreError
-from .engine import config
+from .engine import config, embedding
 from .engine.config import ConfigError
 from .engine.inputs import InputError
 from .models.extractor import ModelNotFound, ModelUnusable
@@ -30,7 +30,7 @@ from .engine.service import Recaller
 
 __all__ = ["ingest", "consolidate", "recall", "Recaller", "settings", "prune", "restore", "mark",
            "inspect", "inspect_record", "verify", "migrate", "nodes", "node", "recall_with",
-           "load_extractor", "InputError",
+           "load_extractor", "Ingester", "InputError",
            "ConfigError", "ModelNotFound", "ModelUnusable", "StoreError"]
 
 _BY_KEY = {s.key: s.name for s in config.SETTINGS}
@@ -45,28 +45,50 @@ def settings(**overrides) -> config.Settings:
     return config.resolve({_BY_KEY[k]: v for k, v in overrides.items()})
 
 
-def _check_embedder(w, embedder) -> None:
-    if w.manifest.embedder != embedder.name or w.manifest.dim != embedder.dim:
-        raise ConfigError(f"store {w.path} was built with {w.manifest.embedder} "
-                          f"(dim {w.manifest.dim}), not {embedder.name}",
-                          hint="use the embedding model the store was created with "
-                               "(SYNAPSE_EMBED_MODEL_DIR), or a new store", usage=True)
+class Ingester:
+    """A store held open (and locked) for ingesting batch after batch: each `add(items)` embeds
+    and commits one transaction, so an interrupted ingest keeps every batch `add` returned.
 
+        with api.Ingester(store) as ing:
+            for batch in batches:
+                result = ing.add(batch)   # validated `inputs.Item`s -> an `IngestResult`
+    """
 
-def ingest_items(items: list, store=None, *, lock_timeout: float = 30.0, embedder=None,
+    def __init__(self, store=None, *, lock_timeout: float = 30.0, embedder=None,
                  resolved: config.Settings | None = None, **overrides):
-    """Ingest validated `inputs.Item`s in one transaction; returns an `IngestResult`.
-    `resolved`: settings already resolved (else from `overrides`)."""
-    from .engine.ingest import IngestConfig, ingest as run
-    from .engine.store import StoreWriter
-    from .models.embedder import get_embedder
+        from .engine.ingest import IngestConfig
 
-    cfg = IngestConfig(**(resolved or settings(**overrides)).kwargs("ingest"))
-    embedder = embedder or get_embedder()
-    with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout, create=True,
-                          embedder=embedder.name, dim=embedder.dim) as w:
-        _check_embedder(w, embedder)
-        return run(w, items, embedder, cfg)
+        self.cfg = IngestConfig(**(resolved or settings(**overrides)).kwargs("ingest"))
+        self.embedder = embedder or embedding.embedder()
+        self.path, self.lock_timeout, self._w = resolve_store(store), lock_timeout, None
+
+    def __enter__(self) -> "Ingester":
+        from .engine.store import StoreWriter
+
+        w = StoreWriter.open(self.path, lock_timeout=self.lock_timeout, create=True,
+                             embedder=self.embedder.name, dim=self.embedder.dim)
+        try:
+            embedding.check(w, self.embedder)
+        except BaseException:
+            w.close()
+            raise
+        self._w = w
+        return self
+
+    def __exit__(self, *exc):
+        self._w.__exit__(*exc)
+
+    def add(self, items: list):
+        from .engine.ingest import ingest
+
+        return ingest(self._w, items, self.embedder, self.cfg)
+
+
+def ingest_items(items: list, store=None, **kwargs):
+    """Ingest validated `inputs.Item`s in one transaction; returns an `IngestResult`.
+    `resolved`: settings already resolved (else from the keyword overrides)."""
+    with Ingester(store, **kwargs) as ing:
+        return ing.add(items)
 
 
 def ingest(items: Iterable, store=None, **kwargs) -> list[dict]:
@@ -130,7 +152,6 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
     """Consolidate the store; returns a `ConsolidateResult` (see `consolidate`)."""
     from .engine.consolidate import ConsolidateConfig, consolidate as run
     from .engine.store import StoreWriter
-    from .models.embedder import get_embedder
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     s = settings(**overrides)
@@ -138,8 +159,8 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
         model_path(s["extraction.model"])  # a missing or foreign model file: before the lock
     cfg = ConsolidateConfig(**s.kwargs("consolidate"), max_seconds=max_seconds)
     with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
-        embedder = embedder or get_embedder()
-        _check_embedder(w, embedder)
+        embedder = embedder or embedding.embedder()
+        embedding.check(w, embedder)
         extractor = extractor or load_extractor(w.path, **overrides)
         return run(w, extractor, embedder, cfg, progress=progress)
 
@@ -375,12 +396,10 @@ def export(out=None, store=None) -> dict:
 
 
 def embedder_for(model_dir=None):
-    """The embedder of a model directory (None: $SYNAPSE_EMBED_MODEL_DIR, else the packaged
-    MiniLM): BERT models through the torch-free numpy path, any other architecture through
-    sentence-transformers."""
-    from .models.embedder import get_embedder
-
-    return get_embedder(model_dir=model_dir)
+    """The embedder of a model directory (None: the embedding.embed_model_dir setting, else the
+    packaged MiniLM): BERT models through the torch-free numpy path, any other architecture
+    through sentence-transformers."""
+    return embedding.embedder(model_dir)
 
 
 def import_store(source, store=None, *, where: str | None = None, embedder=None,
@@ -420,7 +439,7 @@ def import_store(source, store=None, *, where: str | None = None, embedder=None,
         with StoreWriter.open(path, lock_timeout=lock_timeout, create=True,
                               embedder=embedder.name, dim=embedder.dim,
                               header_version=header_version) as w:
-            _check_embedder(w, embedder)
+            embedding.check(w, embedder)
             result = import_parsed(w, parsed, embedder, progress=progress)
     except BaseException:
         if _holds_records(path):  # another import won the race for this directory: keep it

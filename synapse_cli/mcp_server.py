@@ -105,9 +105,9 @@ class Memory:
     def embedder(self):
         with self._models:
             if self._embedder is None:
-                from .models.embedder import get_embedder
+                from .engine.embedding import embedder
 
-                self._embedder = get_embedder()
+                self._embedder = embedder()
             return self._embedder
 
     def recall(self, query: str, touch: bool, **kwargs) -> dict:

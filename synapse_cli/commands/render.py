@@ -13,7 +13,8 @@ class IngestProgress:
     """A rich progress bar on stderr while `ingest` embeds; a no-op with -q or off a terminal.
 
     `wrap(embedder)` returns an embedder that encodes in slices and advances the bar, so the
-    engine needs no progress hook of its own."""
+    engine needs no progress hook of its own; `done(n)` sets the count after each batch (items
+    found already stored are never embedded)."""
 
     def __init__(self):
         self.bar, self.task = None, None
@@ -22,10 +23,11 @@ class IngestProgress:
         if output.Out.quiet or not output.Out.stderr_is_tty():
             return self
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+                                   TimeElapsedColumn, TimeRemainingColumn)
 
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=output.stderr_console(), transient=True)
+                            TimeElapsedColumn(), TimeRemainingColumn(),
+                            console=output.stderr_console(), transient=True)
         self.bar.start()
         self.task = self.bar.add_task("loading the embedding model", total=None)
         return self
@@ -37,15 +39,16 @@ class IngestProgress:
     def wrap(self, embedder):
         return embedder if self.bar is None else _SlicedEmbedder(embedder, self)
 
-    def encoding(self, n: int) -> None:
-        if n > 1:  # one text is the --goal, not the input
-            self.bar.update(self.task, description="embedding", total=n, completed=0)
+    def start(self, total: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, description="ingesting", total=total, completed=0)
 
     def advance(self, n: int) -> None:
         self.bar.advance(self.task, n)
 
-    def writing(self) -> None:
-        self.bar.update(self.task, description="writing")
+    def done(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=n)
 
 
 class _SlicedEmbedder:
@@ -61,29 +64,41 @@ class _SlicedEmbedder:
         import numpy as np  # not at import: `synapse --help` must start fast
 
         texts = list(texts)
-        self._progress.encoding(len(texts))
+        if len(texts) <= 1:  # the --goal, or a batch of one: `done` counts it
+            return self._inner.encode(texts)
         parts = []
         for i in range(0, len(texts), EMBED_SLICE):
             parts.append(self._inner.encode(texts[i:i + EMBED_SLICE]))
             self._progress.advance(len(parts[-1]))
-        if len(texts) > 1:
-            self._progress.writing()
-        return np.concatenate(parts) if parts else self._inner.encode(texts)
+        return np.concatenate(parts)
 
 
-def ingest_summary(outcomes: list[dict], seconds: float, store) -> str:
-    """One paragraph: how many items were stored (with their ids), duplicate, gated, invalid."""
-    counts = {s: 0 for s in ("stored", "duplicate", "gated", "invalid")}
-    for o in outcomes:
-        counts[o["status"]] = counts.get(o["status"], 0) + 1
-    ids = [o["id"] for o in outcomes if o["status"] == "stored"]
-    span = "" if not ids else f" (id {ids[0]})" if len(ids) == 1 else \
-        f" (ids {min(ids)}-{max(ids)})"
-    n = len(outcomes)
-    parts = [f"{counts['stored']} stored{span}", f"{counts['duplicate']} already stored",
-             f"{counts['gated']} off-goal", f"{counts['invalid']} invalid"]
-    return (f"{n} item{'s' if n != 1 else ''}: {', '.join(parts)} in {seconds:.1f} s\n"
-            f"store: {store}")
+class IngestTally:
+    """Counts of `ingest`'s outcome rows, batch after batch, for the terminal's summary (the
+    rows themselves are not kept: a big document has tens of thousands)."""
+
+    def __init__(self):
+        self.counts = {s: 0 for s in ("stored", "duplicate", "gated", "invalid")}
+        self.first = self.last = None  # stored ids (they increase)
+
+    def add(self, rows: list[dict]) -> None:
+        for r in rows:
+            self.counts[r["status"]] += 1
+            if r["status"] == "stored":
+                self.first = self.first or r["id"]
+                self.last = r["id"]
+
+    def summary(self, seconds: float, store) -> str:
+        """One paragraph: how many items were stored (with their ids), duplicate, gated,
+        invalid."""
+        c = self.counts
+        span = "" if self.first is None else f" (id {self.first})" if self.first == self.last \
+            else f" (ids {self.first}-{self.last})"
+        n = sum(c.values())
+        parts = [f"{c['stored']} stored{span}", f"{c['duplicate']} already stored",
+                 f"{c['gated']} off-goal", f"{c['invalid']} invalid"]
+        return (f"{n} item{'s' if n != 1 else ''}: {', '.join(parts)} in {seconds:.1f} s\n"
+                f"store: {store}")
 
 
 def _when(ms) -> str:

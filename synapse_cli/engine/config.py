@@ -210,6 +210,12 @@ SETTINGS: tuple[Setting, ...] = (
       -1, 1),
     S("gating", "default_importance", float, 1.0, "importance of items that give none", "ingest",
       0.05, 10, flag="--importance"),
+    S("ingest", "batch", int, 256, "items ingest embeds and commits together: an interrupted "
+      "ingest keeps every batch it printed, and memory grows with the batch, not the input",
+      None, 1, 100_000),
+    S("embedding", "embed_model_dir", str, None, "sentence-transformers model directory a new "
+      "store is created with, and that a store created with it needs (unset: the packaged "
+      "all-MiniLM-L6-v2, English only)", None, flag="--embedder"),
     S("mcp", "recall_k", int, 10, "synapse mcp: how many memories a recall returns when the "
       "agent gives no k", None, 1, 1000),
     S("mcp", "consolidate_seconds", float, 10.0, "synapse mcp: time budget of a consolidate "

@@ -201,18 +201,12 @@ def _embed(store, embed, text: str) -> np.ndarray:
     """The cue's vector from `embed`, else from the default embedder (loaded once per process),
     which must be the one the store was built with."""
     if embed is None:
-        from ..models.embedder import get_embedder
+        from . import embedding
 
         embedder = _EMBEDDERS.get("default")
         if embedder is None:
-            embedder = _EMBEDDERS["default"] = get_embedder()
-        m = store.manifest
-        if (m.embedder, m.dim) != (embedder.name, embedder.dim):
-            from .config import ConfigError
-
-            raise ConfigError(f"store {store.path} was built with {m.embedder} (dim {m.dim}); "
-                              "ecphory embeds its cues with the default embedder "
-                              f"{embedder.name}", usage=True)
+            embedder = _EMBEDDERS["default"] = embedding.embedder()
+        embedding.check(store, embedder)
         embed = embedder.encode
     return np.asarray(embed([text])[0], np.float32)
 

@@ -6,11 +6,13 @@ naming the source and line, so the command can reject the whole input before sto
 """
 from __future__ import annotations
 
+import codecs
 import datetime as dt
+import io
 import math
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 import orjson
 
@@ -274,19 +276,69 @@ def chunk_document(text: str, size: int = CHUNK, overlap: int = OVERLAP) -> list
         start += step
 
 
+READ_BLOCK = 1 << 20  # bytes read at a time: a document's memory is this plus one chunk
+
+
+def iter_lines(fh: BinaryIO, block: int = READ_BLOCK) -> Iterator[bytes]:
+    """The lines of a binary file, read a block at a time, split as `bytes.splitlines` splits
+    (at \n, \r\n and a lone \r) and without their line ends."""
+    rest = b""
+    while True:
+        data = fh.read(block)
+        if not data:
+            if rest:
+                yield from rest.splitlines()
+            return
+        data = rest + data
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if cut == len(data) - 1 and data.endswith(b"\r"):
+            cut = data.rfind(b"\n", 0, cut)  # a \r at the end may be half of a \r\n
+        if cut < 0:
+            rest = data
+            continue
+        yield from data[:cut + 1].splitlines()
+        rest = data[cut + 1:]
+
+
 def parse_document(data: bytes, name: str) -> Iterator[Item | InputError]:
-    shift = len(BOM) if data.startswith(BOM) else 0  # chunk offsets index the text after it
-    data = data[shift:]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        yield InputError(f"{name}:byte {exc.start + shift}", "invalid UTF-8")
-        return
-    nul = data.find(b"\0")
-    if nul >= 0:  # as in the other formats: binary, not a document
-        yield InputError(f"{name}:byte {nul + shift}", "contains a NUL character")
-        return
-    for k, (a, b) in enumerate(chunk_document(text)):
-        chunk = text[a:b]
-        if chunk.strip():
-            yield Item(text=chunk, where=f"{name}:chunk {k}", source=name, chunk=(a, b))
+    return parse_document_stream(io.BytesIO(data), name)
+
+
+def parse_document_stream(fh: BinaryIO, name: str, block: int = READ_BLOCK
+                          ) -> Iterator[Item | InputError]:
+    """The chunks of a UTF-8 document read `block` bytes at a time: memory stays bounded by
+    the block, not the file. Chunk spans are the ones `chunk_document` gives for the whole
+    text (offsets count characters after a byte-order mark); a bad byte ends the document
+    with an InputError naming its offset in the file."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    buf, base = "", 0          # buf holds the text from character `base` on
+    start, k, read = 0, 0, 0   # next chunk's start; its number; bytes read so far
+    step = CHUNK - OVERLAP
+    while True:
+        data = fh.read(block)
+        shift = len(BOM) if read == 0 and data.startswith(BOM) else 0
+        nul = data.find(b"\0")
+        if nul >= 0:  # as in the other formats: binary, not a document
+            yield InputError(f"{name}:byte {read + nul}", "contains a NUL character")
+            return
+        try:
+            buf += decoder.decode(data[shift:], final=not data)
+        except UnicodeDecodeError as exc:  # exc.start counts from the bytes still pending
+            pending = len(decoder.getstate()[0])
+            yield InputError(f"{name}:byte {read + shift + exc.start - pending}", "invalid UTF-8")
+            return
+        read += len(data)
+        end_of_text = not data
+        # a chunk is final only once the text is known to end with it (as chunk_document)
+        while start + CHUNK < base + len(buf) or (end_of_text and start < base + len(buf)):
+            a, b = start, min(start + CHUNK, base + len(buf))
+            chunk = buf[a - base:b - base]
+            if chunk.strip():
+                yield Item(text=chunk, where=f"{name}:chunk {k}", source=name, chunk=(a, b))
+            k += 1
+            if b == base + len(buf) and end_of_text:
+                return
+            start += step
+        buf, base = buf[start - base:], start
+        if end_of_text:
+            return

@@ -170,9 +170,9 @@ def _query_mask(store, policy, t, live, embedder, now_ms, sel) -> np.ndarray:
     from .recall import RecallConfig, recall
 
     if embedder is None:
-        from ..models.embedder import get_embedder
+        from .embedding import embedder as default_embedder
 
-        embedder = get_embedder()
+        embedder = default_embedder()
     cfg = RecallConfig(mode="hybrid", k=1000, gate=False)
     vec = embedder.encode([policy.query])[0]
     res = recall(store, policy.query, vec, cfg, graphview.build(store), now_ms=now_ms)

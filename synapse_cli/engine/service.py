@@ -67,18 +67,11 @@ class Recaller:
 
     @property
     def embedder(self):
+        from . import embedding
+
         if self._embedder is None:
-            from ..models.embedder import get_embedder
-
-            self._embedder = get_embedder()
-        m = self.store.manifest
-        if (m.embedder, m.dim) != (self._embedder.name, self._embedder.dim):
-            from .config import ConfigError
-
-            raise ConfigError(f"store {self.path} was built with {m.embedder} (dim {m.dim}), "
-                              f"not {self._embedder.name} (dim {self._embedder.dim})",
-                              hint="use the embedding model the store was created with "
-                                   "(SYNAPSE_EMBED_MODEL_DIR), or a new store", usage=True)
+            self._embedder = embedding.embedder()
+        embedding.check(self.store, self._embedder)
         return self._embedder
 
     @property
