@@ -121,3 +121,24 @@ def test_interrupted_document_keeps_its_printed_batches(tmp_path, sig):
     assert {r["status"] for r in rows[len(printed):]} == {"stored"}
     with Store.open(store) as s:
         assert s.count == n_chunks
+
+
+def test_a_reader_that_stops_early_does_not_stop_the_ingest(tmp_path):
+    """`synapse ingest big.ndjson | head -1`: the batches after the reader left are stored too
+    (their lines are dropped), exit 0; `> /dev/full`: everything stored, then exit 74."""
+    store = tmp_path / "st"
+    proc = subprocess.Popen([str(SYNAPSE), "ingest", "--batch", "3"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(store))
+    proc.stdin.write(_items(12).encode())
+    proc.stdin.close()
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    proc.stdout.close()
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    with Store.open(store) as s:
+        assert s.count == 12
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([str(SYNAPSE), "ingest", "--batch", "3"], input=_items(15), text=True,
+                           stdout=full, stderr=subprocess.PIPE, env=cli_env(tmp_path / "b"))
+    assert r.returncode == 74 and "only the output was lost" in r.stderr, r.stderr
+    with Store.open(tmp_path / "b") as s:
+        assert s.count == 15

@@ -150,6 +150,7 @@ def ingest(
     total = _check_all(sources, fmt, skip_invalid)
     table = output.Out.want_table()
     tally, t0, stored_batches = render.IngestTally(), time.perf_counter(), 0
+    stdout_failed = None  # later writes go to /dev/null (output._write)
     with render.IngestProgress() as progress:
         ingester = api.Ingester(store_path(), lock_timeout=lock_timeout(), resolved=settings,
                                 embedder=progress.wrap(_embedder(embedder))) \
@@ -168,7 +169,12 @@ def ingest(
                     tally.add(rows)
                     progress.done(sum(tally.counts.values()) - tally.counts["invalid"])
                     if not table:
-                        output.emit_all(rows)
+                        try:
+                            output.emit_all(rows)
+                        except output.StdoutClosed:  # `| head`: keep storing, as the user asked
+                            pass
+                        except output.StdoutFailed as exc:  # raised once everything is stored
+                            stdout_failed = stdout_failed or exc
             except KeyboardInterrupt:
                 if not stored_batches:
                     raise
@@ -177,6 +183,8 @@ def ingest(
                                 code=INTERRUPTED, hint="run the same command again: what is "
                                 "stored is skipped as duplicate") from None
     seconds = time.perf_counter() - t0
+    if stdout_failed is not None:
+        raise stdout_failed
     if table:
         output.stdout_console().print(tally.summary(seconds, store_path()))
     elif not total:
