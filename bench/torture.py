@@ -237,6 +237,7 @@ def check_store(store: Path, exp: Expect, recaller_query: str | None = "Caroline
 # --- crash torture -----------------------------------------------------------------------------
 
 OPS = {"ingest": 5, "consolidate": 2, "recall": 1, "prune": 1, "migrate": 1}
+FIRST_OPS = ["ingest", "consolidate", "ingest", "recall", "prune", "ingest", "migrate"]
 KILL_WINDOW = {"ingest": 1.6, "consolidate": 4.0, "recall": 2.0, "prune": 1.8, "migrate": 1.8}
 DURATION: dict[str, float] = {}
 
@@ -319,7 +320,10 @@ def torture(store: Path, trials: int | None = None, seconds: float | None = None
             break
         if seconds is not None and time.monotonic() - started >= seconds:
             break
-        op = "ingest" if done == 0 else rnd.choices(list(OPS), weights=list(OPS.values()))[0]
+        # every operation once early (on a loaded machine the time budget may allow few
+        # trials), then drawn by weight
+        op = FIRST_OPS[done] if done < len(FIRST_OPS) else \
+            rnd.choices(list(OPS), weights=list(OPS.values()))[0]
         r = run_op(op, store, exp, rnd, done, 0.0 if done == 0 else kill_p, real_model, lock_log)
         ops[r["op"]] += 1
         kills[r["op"]] += r["killed"]
