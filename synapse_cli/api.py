@@ -26,7 +26,7 @@ from .engine.config import ConfigError
 from .engine.inputs import InputError
 from .models.extractor import ModelNotFound, ModelUnusable
 from .engine.paths import resolve_store
-from .engine.service import Recaller
+from .engine.recall import Recaller
 
 __all__ = ["ingest", "consolidate", "recall", "Recaller", "settings", "prune", "restore", "mark",
            "inspect", "inspect_record", "verify", "migrate", "nodes", "node", "recall_with",
@@ -138,7 +138,7 @@ def check_gguf(path: str) -> None:
 def load_extractor(store=None, **overrides):
     """The extraction model `consolidate` uses, as the settings choose it (loaded on its
     first cache miss). Pass it to `run_consolidate(extractor=...)` to keep it across runs."""
-    from .engine.extract_cache import model_sha256
+    from .engine.consolidate import model_sha256
     from .models.extractor import LlamaExtractor
 
     s = settings(**overrides)
@@ -187,7 +187,7 @@ def recall(query: str, store=None, *, touch: bool = True, embedder=None,
 def recall_with(recaller: Recaller, query: str, *, touch: bool = True, now_ms: int | None = None,
                 **kwargs) -> dict:
     """`recall` on an open `Recaller` (the embedder and graph loaded once for many queries);
-    keyword arguments as `Recaller.recall` takes them (engine/service.py recall_config)."""
+    keyword arguments as `Recaller.recall` takes them (engine/recall/service.py recall_config)."""
     if not isinstance(query, str) or not query.strip():
         raise InputError("query", "empty query")
     return recaller.recall(query, touch=touch, now_ms=now_ms, **kwargs)
@@ -222,7 +222,7 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     `restore` brings them back); `compact` empties the trash, `purge` also deletes every other
     copy. Pinned records are never pruned, unresolved ones only by id. Returns what
     `synapse prune --json` prints; with `dry_run` nothing changes."""
-    from .engine import prune as pr
+    from .engine.maintenance import prune as pr
     from .engine.store import Store, StoreWriter
 
     policy = pr.PrunePolicy(decayed_below=decayed_below, at_ms=at_ms, dormant=dormant,
@@ -241,7 +241,7 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
 
 def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:
     """Take records out of the trash: `{"restored", "not_in_trash", "not_found"}`."""
-    from .engine import prune as pr
+    from .engine.maintenance import prune as pr
     from .engine.store import StoreWriter
 
     ids = [int(i) for i in ids]
@@ -254,7 +254,7 @@ def mark(ids: Iterable[int], store=None, *, pin: bool | None = None, resolve: bo
          restore_dormant: bool = False, lock_timeout: float = 30.0) -> list[dict]:
     """Pin/unpin (pinned records never decay and are never pruned), resolve/unresolve, bring
     dormant nodes back; returns each record's flags, as `synapse mark --json`."""
-    from .engine import prune as pr
+    from .engine.maintenance import prune as pr
     from .engine.store import StoreWriter
 
     ids = [int(i) for i in ids]
@@ -269,7 +269,7 @@ def mark(ids: Iterable[int], store=None, *, pin: bool | None = None, resolve: bo
 
 def inspect(store=None) -> dict:
     """Records by type and flag, segments, header version, edges by type, bytes on disk."""
-    from .engine.inspect import summary
+    from .engine.maintenance.inspect import summary
     from .engine.store import read_retrying
 
     return read_retrying(resolve_store(store), summary)
@@ -277,7 +277,7 @@ def inspect(store=None) -> dict:
 
 def inspect_record(record_id: int, store=None) -> dict:
     """Every header field decoded, the payload and the edges of one record."""
-    from .engine.inspect import record
+    from .engine.maintenance.inspect import record
     from .engine.store import read_retrying
 
     def build(s):
@@ -288,7 +288,7 @@ def inspect_record(record_id: int, store=None) -> dict:
 
 def verify(store=None) -> dict:
     """Walk every checksum and invariant; `{"ok": bool, "problems": [...], ...}`."""
-    from .engine.verify import verify as run
+    from .engine.maintenance.verify import verify as run
 
     return run(resolve_store(store)).as_dict()
 
@@ -313,7 +313,7 @@ def migrate(header: int, store=None, *, dry_run: bool = False, lock_timeout: flo
 def nodes(name: str = "", store=None, *, limit: int = 20) -> list[dict]:
     """Semantic nodes (what consolidation extracted) whose name contains `name`: id, name,
     type, description and how many episodes mention each; exact names first."""
-    from .engine.nodes import find
+    from .engine.maintenance.nodes import find
     from .engine.store import read_retrying
 
     return read_retrying(resolve_store(store), lambda s: find(s, name, limit))
@@ -321,7 +321,7 @@ def nodes(name: str = "", store=None, *, limit: int = 20) -> list[dict]:
 
 def node(node_id: int, store=None) -> dict:
     """One semantic node with its relations, linked nodes and the episodes it came from."""
-    from .engine.nodes import node as build
+    from .engine.maintenance.nodes import node as build
     from .engine.store import read_retrying
 
     def one(s):

@@ -112,7 +112,7 @@ class Memory:
 
     def recall(self, query: str, touch: bool, **kwargs) -> dict:
         from store_format.errors import StoreNotFound
-        from .engine.service import Recaller
+        from .engine.recall import Recaller
 
         embedder = self.embedder()
         with self._reading:

@@ -24,7 +24,7 @@ def summary(ctx: typer.Context, json: bool = JSON_OPTION, quiet: bool = QUIET_OP
     """
     if ctx.invoked_subcommand is not None:
         return
-    from ..engine.inspect import summary as build
+    from ..engine.maintenance.inspect import summary as build
     from ..engine.store import read_retrying
 
     info = read_retrying(store_path(), build)
@@ -41,7 +41,7 @@ def record(record_id: int = typer.Argument(..., metavar="ID", help="Record id.")
 
     Example: synapse inspect record 42 --json | jq .header
     """
-    from ..engine.inspect import record as build
+    from ..engine.maintenance.inspect import record as build
     from ..engine.store import read_retrying
 
     try:
@@ -63,7 +63,7 @@ def verify(json: bool = JSON_OPTION, quiet: bool = QUIET_OPTION) -> int:
 
     Example: synapse inspect verify || echo damaged
     """
-    from ..engine.verify import verify as run
+    from ..engine.maintenance.verify import verify as run
 
     report = run(store_path())
     if json or not output.Out.stdout_is_tty():

@@ -37,7 +37,7 @@ def mark(
 
     Example: synapse mark 12 40 --pin --unresolve
     """
-    from ..engine import prune as pr
+    from ..engine.maintenance import prune as pr
     from ..engine.store import StoreWriter
 
     if pin is None and resolve is None and not restore_dormant:

@@ -102,7 +102,7 @@ def prune(
     Example: synapse prune --before 2024-01-01 --tag session:old --dry-run
     Example: synapse prune --query "my bank password" --purge --yes
     """
-    from ..engine import prune as pr
+    from ..engine.maintenance import prune as pr
     from ..engine.store import Store, StoreWriter
 
     if match not in ("any", "all"):
@@ -151,7 +151,7 @@ def prune(
                 for q in sel.query_matches[:50]:
                     output.warn(f"  {q['id']:>8}  {q['similarity']:.3f}  {q['text'][:100]!r}")
             if dry_run:
-                from ..engine.prune import Table
+                from ..engine.maintenance.prune import Table
                 from store_format import flags as fl
 
                 if compact or purge:

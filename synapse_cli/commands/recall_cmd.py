@@ -165,9 +165,7 @@ def recall(
     Example: synapse recall "where did Caroline go hiking?" --k 5 | jq '.results[].text'
     """
     from ..engine import config
-    from ..engine.recall import TYPE_BITS, RecallConfig
-    from ..engine.service import Recaller
-    from ..engine.synaptic import SynapticConfig
+    from ..engine.recall import TYPE_BITS, Recaller, RecallConfig, SynapticConfig
 
     for t in memory_type:
         if t not in TYPE_BITS:
@@ -219,7 +217,7 @@ def _verifier(settings):
     """recall --verify: a function that checks one result with the local model (loaded once,
     on the first query the gate lets through)."""
     from .. import api
-    from ..engine.answer_check import AnswerChecker, VerifyConfig
+    from ..engine.recall import AnswerChecker, VerifyConfig
 
     path = api.model_path(settings["extraction.model"])  # errors: exits.code_for / hint_for
     checker = AnswerChecker(path, threads=settings["extraction.threads"])

@@ -21,9 +21,9 @@ from store_format import ingest_index as ix
 from store_format import spikes as sp
 from store_format.headers import array_to_headers
 
-from .dormancy import DormancyState
+from .consolidate.dormancy import DormancyState
 from .inputs import InputError
-from .inspect import EDGE_TYPES
+from .maintenance.inspect import EDGE_TYPES
 from .memory import NewMemory
 from .store import Store, StoreWriter
 

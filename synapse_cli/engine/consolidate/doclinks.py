@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from ..models.words import _STOP
+from ...models.words import _STOP
 
 _PAREN = re.compile(r"\s*\([^()]*\)$")
 _FILE = re.compile(r"^\S+\.[A-Za-z0-9]{1,5}$")   # a path: no spaces, ends in .ext

@@ -98,8 +98,8 @@ class DormancyState:
         A window whose episodes all belong to the last window observed is that window again,
         re-run after a crash between its commit and its in-place rewrites (FORMAT.md 13.3): it
         was counted already, so only its wakes are applied."""
-        from . import graphview
-        from .recall import RecallConfig
+        from .. import graphview
+        from ..recall.config import RecallConfig
 
         rc = recall_cfg or RecallConfig()
         self.wake(named_ids)
@@ -126,7 +126,7 @@ class DormancyState:
         anchors = pos[ok]
         energy = np.zeros(arrays.n, np.float32)
         if len(anchors) and len(arrays.indices):
-            from ..kernels.activation import activate
+            from ...kernels.activation import activate
 
             energy, _ = activate(arrays.indptr, arrays.indices, arrays.weights, arrays.types,
                                  arrays.timestamps, anchors.astype(np.int32),

@@ -90,7 +90,7 @@ class ExtractCache:
 
 def model_sha256(store_dir: os.PathLike | str, model_path: os.PathLike | str) -> str:
     """SHA-256 of a model file, remembered in `extract.models` by (path, size, mtime_ns)."""
-    from ..models.extractor import file_sha256
+    from ...models.extractor import file_sha256
 
     path = str(Path(model_path).resolve())
     st = os.stat(path)

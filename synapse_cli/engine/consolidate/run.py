@@ -32,14 +32,15 @@ import numpy as np
 from store_format import flags as fl
 from store_format import graph_files as gf
 
-from ..models.extractor import (candidate_spans, describe, role_relations, speaker_entities,
+from ...models.extractor import (candidate_spans, describe, role_relations, speaker_entities,
                                 window_text)
-from ..models.words import _SPEAKER
-from . import doclinks, pagerank_cache
+from ...models.words import _SPEAKER
+from .. import pagerank_cache
+from ..memory import NewMemory
+from ..store import StoreWriter
+from . import doclinks
 from .dormancy import DormancyConfig, DormancyState
 from .extract_cache import ExtractCache, cache_key
-from .memory import NewMemory
-from .store import StoreWriter
 
 MAX_LIST = 32  # sources / relations kept in a node's body
 MAX_FACTS = 8  # clauses about a node kept in its body (its description is built from them)
@@ -308,7 +309,7 @@ def _append_nodes(w: StoreWriter, nodes: NodeIndex, pending: list) -> None:
     for rid, (_, i) in zip(new_ids, pending):
         nodes.ids[i] = rid
     if new_ids:
-        from ..models.bm25 import BM25Index
+        from ...models.bm25 import BM25Index
 
         bm25 = BM25Index.open(w.path, w.manifest.bm25, append_only=True)
         w.stage(bm25=bm25.add(new_ids, [f"{nodes.bodies[i]['name']} {nodes.bodies[i]['desc']}"
@@ -343,7 +344,7 @@ class Documents:
         if not len(one):  # a name never matched (too short, a common word)
             return []
         if self._bm25 is None:
-            from ..models.bm25 import BM25Index
+            from ...models.bm25 import BM25Index
 
             self._bm25 = BM25Index.open(w.path, w.manifest.bm25)
         out = []

@@ -10,7 +10,7 @@ from store_format import graph_files as gf
 from store_format.fileio import file_sizes
 from store_format.headers import HEADER_BYTES
 
-from .store import Store
+from ..store import Store
 
 EDGE_TYPES = {gf.TEMPORAL: "temporal", gf.ABSTRACTION: "abstraction",
               gf.ASSOCIATION: "association", gf.RELATION: "relation"}

@@ -7,8 +7,8 @@ import numpy as np
 
 from store_format import flags as fl
 
+from ..store import Store
 from .inspect import EDGE_TYPES
-from .store import Store
 
 # How many episodes and linked nodes `node` lists (a hub can link thousands).
 MAX_LISTED = 50

@@ -36,9 +36,9 @@ from store_format import graph_files as gf
 from store_format.fileio import file_sizes
 from store_format.tags import normalize_tag
 
-from .filters import tag_mask
-from .scoring import effective_decay_array
-from .store import Store, StoreWriter
+from ..filters import tag_mask
+from ..scoring import effective_decay_array
+from ..store import Store, StoreWriter
 
 POLICY_NAMES = ("decayed", "dormant", "low_utility", "before", "id", "tag", "query")
 
@@ -166,11 +166,11 @@ def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None 
 
 
 def _query_mask(store, policy, t, live, embedder, now_ms, sel) -> np.ndarray:
-    from . import graphview
-    from .recall import RecallConfig, recall
+    from .. import graphview
+    from ..recall import RecallConfig, recall
 
     if embedder is None:
-        from .embedding import embedder as default_embedder
+        from ..embedding import embedder as default_embedder
 
         embedder = default_embedder()
     cfg = RecallConfig(mode="hybrid", k=1000, gate=False)
@@ -230,7 +230,7 @@ def mark(w: StoreWriter, ids, pin: bool | None = None, resolve: bool | None = No
          restore_dormant: bool = False) -> list[dict]:
     """Pin/unpin and resolve/unresolve records, and bring dormant (archived) nodes back into
     the active graph; every id is checked before anything changes."""
-    from . import dormancy
+    from ..consolidate import dormancy
 
     ids = list(dict.fromkeys(int(i) for i in ids))
     for rid in ids:
@@ -300,7 +300,7 @@ def _derived_nodes(w: StoreWriter, removed: set[int]) -> tuple[list[int], list[i
 def compact(w: StoreWriter, purge: bool = False) -> dict:
     """Empty the trash (FORMAT.md 14.2); with `purge`, also 14.3. The writer is refreshed onto
     the compacted store. Returns the report."""
-    from ..models.bm25 import compact_files
+    from ...models.bm25 import compact_files
 
     t0 = time.perf_counter()
     before = store_bytes(w.path)
@@ -341,7 +341,7 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
     scrubbed = compaction.scrub(w.path) if purge else []
     w.manifest = w._pending = res.manifest
     w.refresh()
-    from .pagerank_cache import remove
+    from ..pagerank_cache import remove
 
     remove(w.path)  # its record positions are the old store's
     after = store_bytes(w.path)

@@ -177,7 +177,7 @@ def _check_indexes(store: Path, m: mf.Manifest, report: Report,
     """The BM25 files (FORMAT.md 11.3), the ingest index (12), the spike log (15) and the
     dormancy state (16)."""
     if m.bm25 is not None:
-        from ..models import bm25
+        from ...models import bm25
 
         c = m.bm25
         try:

@@ -63,7 +63,7 @@ class AnswerChecker:
 
     def __init__(self, model_path=None, threads: int = 2, extractor=None):
         if extractor is None:
-            from ..models.extractor import LlamaExtractor
+            from ...models.extractor import LlamaExtractor
 
             extractor = LlamaExtractor(model_path, threads=threads)
         self._holder = extractor   # owns the llama.cpp model and its loading quirks
@@ -99,7 +99,7 @@ class AnswerChecker:
 
         from llama_cpp import LogitsProcessorList
 
-        from ..models.extractor import _quiet_stderr
+        from ...models.extractor import _quiet_stderr
 
         prompt = build_prompt(query, results)
         with _quiet_stderr():

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.tokenize import tokenize
+from ...models.tokenize import tokenize
 
 _TRAILING_NOTE = re.compile(r"\s*\[[^\]]*\]\s*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -122,7 +122,7 @@ def matched_topics(words: list[str], per_word: np.ndarray,
                    texts: list[str | None]) -> list[frozenset]:
     """Per text, the query words it states that have a BM25 share and are not stopwords: what
     it says about the question (the basis of the restatement rule)."""
-    from ..models.words import _STOP
+    from ...models.words import _STOP
 
     used, share = _stated_matrix(words, per_word, texts)
     hit = used & (share > 0)

@@ -66,7 +66,7 @@ def superseded_penalty(store, arrays, cfg, query: str, top: np.ndarray) -> np.nd
     candidates that a newer one among them restates; None when nothing changes."""
     if cfg.lambda_superseded <= 0 or len(top) < 2 or not asks_about_now(query):
         return None
-    from .graphview import unit_vectors
+    from ..graphview import unit_vectors
 
     top = np.asarray(top[: cfg.version_depth], np.int64)
     v = unit_vectors(store, top)
@@ -93,7 +93,7 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     superseded_penalty does)."""
     if len(top) < 2 or not asks_about_now(query):
         return None
-    from .graphview import unit_vectors
+    from ..graphview import unit_vectors
 
     top = np.asarray(top[: cfg.version_depth], np.int64)
     sc = np.asarray(scores[: cfg.version_depth], np.float64)
@@ -124,8 +124,8 @@ def content_words(text: str | None, speaker: str | None = None) -> set[str]:
     """The words of `text` that can carry a fact: not stopwords, numbers or the speaker's
     name; each with a plural or -ing/-ed ending cut off (_stem), so that "moves" and "moved"
     meet."""
-    from ..models.tokenize import tokenize
-    from ..models.words import _STOP
+    from ...models.tokenize import tokenize
+    from ...models.words import _STOP
 
     drop = set(tokenize(speaker or ""))
     return {_stem(w) for w in tokenize(text or "") if w not in _STOP and w not in drop

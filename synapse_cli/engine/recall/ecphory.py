@@ -33,13 +33,29 @@ filtered out by --type) still answers: by direct chunk search with the cue, and 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from store_format import flags as fl
 from store_format import graph_files as gf
 
-from .doclinks import is_document
+@dataclass
+class EcphorySettings:
+    # ecphory mode (seed 002 Algorithm 1 and Table 5; this module)
+    k_init: int = 10             # engrams nearest the cue (S_0)
+    hops: int = 2                # D: centroid hops
+    expansion: int = 3           # engrams searched per hop: expansion x k_init
+    centroid_seeds: int = 10     # engrams of S_all whose weighted centroid is the next query
+    k_final: int = 20            # engrams kept after re-ranking
+    rerank_by: str = "query"     # seeds, weights, re-ranking, direct search: query or cue
+    direct_chunks: int = 5       # chunks nearest the cue added to the engrams' source chunks
+    chunk_rank: str = "linked"   # order of those chunks: linked, rrf, engram or cosine
+    link_seeds: int = 3          # linked: the best chunks whose document links are followed
+    link_weight: float = 0.3     # linked: share of the linking chunk's cosine a link adds
+    cues: str = "rules"          # cue extractor: rules, or model (the local llama.cpp model)
+    cue_model: str | None = None  # GGUF for cues = "model" (None: the extractor's default)
+
 
 FALLBACK_NOTE = ("no semantic nodes to search (run `synapse consolidate`, or widen --type): "
                  "direct chunk search only")
@@ -168,6 +184,8 @@ def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: n
     generic engram ("American") would cost a body read for each of its hundreds of chunks.
     `node_ok` (bool per position): the document nodes a walled filter lets through.
     Returns {chunk position: (score, seed chunk position, document node position)}."""
+    from ..consolidate.doclinks import is_document
+
     semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
     if node_ok is not None:
         semantic = semantic & node_ok
@@ -201,7 +219,7 @@ def _embed(store, embed, text: str) -> np.ndarray:
     """The cue's vector from `embed`, else from the default embedder (loaded once per process),
     which must be the one the store was built with."""
     if embed is None:
-        from . import embedding
+        from .. import embedding
 
         embedder = _EMBEDDERS.get("default")
         if embedder is None:
@@ -218,7 +236,7 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
 
     `embed(texts) -> float32 [n, dim]` embeds the cue (the store's embedder); None loads the
     default embedder once per process (only when the cue differs from the query)."""
-    from ..models.cues import cue_text, extract_cues
+    from ...models.cues import cue_text, extract_cues
     from .scan import scan_records, walled
 
     t0 = time.perf_counter()

@@ -8,8 +8,8 @@ import numpy as np
 
 from store_format.tags import encode_tags
 
-from .filters import TYPE_BITS
-from .store import Store
+from ..filters import TYPE_BITS
+from ..store import Store
 
 
 def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int,
@@ -20,7 +20,7 @@ def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int,
     pass over each vector, not two (a vector rewritten in place after that, e.g. a semantic
     node's EMA update, keeps its old norm until the next snapshot, like the graph and BM25 do).
     `cfg`: what RecallConfig says of types, tags and the time window."""
-    from ..kernels.header_scan import scan
+    from ...kernels.header_scan import scan
 
     type_mask = 0b1111
     if cfg.types:
@@ -44,7 +44,7 @@ def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int,
         norms[k] = inv
         start = end
     if cfg.tags:  # the kernel checked the Bloom bits; the payload's tags decide
-        from .filters import tag_mask
+        from ..filters import tag_mask
 
         sim[~tag_mask(store, cfg.tags, cache)] = -np.inf
     return sim, dec, imp
@@ -61,7 +61,7 @@ def walled(cfg) -> bool:
 def bm25_open(store: Store, cache: dict):
     """The store's BM25 index, opened once per snapshot, whatever its live set (for what does
     not depend on it: the vocabulary, document lengths)."""
-    from ..models.bm25 import BM25Index
+    from ...models.bm25 import BM25Index
 
     if "bm25" not in cache:
         cache["bm25"] = BM25Index.open(store.path, store.manifest.bm25)
@@ -72,6 +72,6 @@ def bm25_open(store: Store, cache: dict):
 def top(scores: np.ndarray, k: int, floor: float = -np.inf) -> np.ndarray:
     """Positions of the k best scores above `floor`, best first, ties to the lower position
     (-inf marks records the scan filtered out)."""
-    from ..kernels.ranking import top_k
+    from ...kernels.ranking import top_k
 
     return top_k(scores, k, floor)

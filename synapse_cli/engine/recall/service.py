@@ -15,10 +15,11 @@ from store_format import manifest as mf
 from store_format import spikes
 from store_format.errors import CorruptStore, LockTimeout, StoreIOError
 
-from . import config, graphview
-from .paths import resolve_store
-from .recall import RecallConfig, recall
-from .store import READ_RETRIES, Store, StoreWriter, worth_retrying
+from .. import config, graphview
+from ..paths import resolve_store
+from ..store import READ_RETRIES, Store, StoreWriter, worth_retrying
+from .config import RecallConfig
+from .dispatch import recall
 
 
 def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) -> RecallConfig:
@@ -67,7 +68,7 @@ class Recaller:
 
     @property
     def embedder(self):
-        from . import embedding
+        from .. import embedding
 
         if self._embedder is None:
             self._embedder = embedding.embedder()

@@ -1,4 +1,5 @@
-"""`recall`: find the memories that matter for a query (seed 000 sections 3.2-3.4, seed 004).
+"""`recall --mode synapse`, the default: find the memories that matter for a query (seed 000
+sections 3.2-3.4, seed 004).
 
 Pipeline of the default mode (`synapse`):
  1. dense similarity of every record from the header-scan kernel (tombstones and filters
@@ -14,29 +15,32 @@ Pipeline of the default mode (`synapse`):
  6. uncertainty gate: rejected when the top result's activation is below tau_gate, or when
     the query names one speaker and another speaker's statement answers it better
     (engine/attribution.py).
-`vector`, `bm25` and `hybrid` (reciprocal-rank fusion) are the baselines it is compared with.
+`vector`, `bm25` and `hybrid` (reciprocal-rank fusion; baselines.py) are the baselines it is
+compared with; they run through this pipeline with their own score. The dispatch to every mode
+is dispatch.py; the signals, signals.py.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from store_format import flags as fl
 
-from . import graphview
-from .filters import TYPE_BITS  # noqa: F401 - recall.TYPE_BITS is its public name
-from .scan import bm25_open, scan_records, top as _top, walled
-from .store import Store
+from .. import graphview
+from ..store import Store
+from . import baselines
+from .scan import bm25_open, top as _top
+from .signals import Signals, _word_scores, compute_signals
 
-MODES = ("synapse", "vector", "bm25", "hybrid", "synaptic", "ecphory")
+if TYPE_CHECKING:
+    from .config import RecallConfig
 
 
 @dataclass
-class RecallConfig:
-    mode: str = "synapse"
-    k: int = 30
+class SynapseSettings:
     anchors_k: int = 10          # top-k of each trigger that seeds the activation
     # An anchor needs at least this cosine to the query. Eq. 1 would give every top-k record
     # energy, so a query about something never stored still activates its nearest strangers
@@ -110,6 +114,10 @@ class RecallConfig:
     # >= version_sim and a content word in common), the newest takes the set's best place
     # (engine/currency.py version_order).
     newest_first: bool = True
+
+
+@dataclass
+class GateSettings:
     # Seed 000 calibrates tau = 0.12. Calibrated here on LoCoMo dev (bench/locomo_recall.py),
     # the top activation does not separate unanswerable questions (AUC 0.47) and 0.12 refuses
     # 23% of answerable ones; the best tau with <= 5% false refusals is 0. So the gate sits just
@@ -141,20 +149,10 @@ class RecallConfig:
     # leave-one-conversation-out gate then 5.26%): not adopted.
     topic_sim: float = 0.2
     attribution_depth: int = 10
-    rrf_k: int = 60
-    # ecphory mode (seed 002 Algorithm 1 and Table 5; engine/ecphory.py)
-    k_init: int = 10             # engrams nearest the cue (S_0)
-    hops: int = 2                # D: centroid hops
-    expansion: int = 3           # engrams searched per hop: expansion x k_init
-    centroid_seeds: int = 10     # engrams of S_all whose weighted centroid is the next query
-    k_final: int = 20            # engrams kept after re-ranking
-    rerank_by: str = "query"     # seeds, weights, re-ranking, direct search: query or cue
-    direct_chunks: int = 5       # chunks nearest the cue added to the engrams' source chunks
-    chunk_rank: str = "linked"   # order of those chunks: linked, rrf, engram or cosine
-    link_seeds: int = 3          # linked: the best chunks whose document links are followed
-    link_weight: float = 0.3     # linked: share of the linking chunk's cosine a link adds
-    cues: str = "rules"          # cue extractor: rules, or model (the local llama.cpp model)
-    cue_model: str | None = None  # GGUF for cues = "model" (None: the extractor's default)
+
+
+@dataclass
+class AblationSettings:
     # ablations (seed 000 Table 3); with beta = 0, inhibition=False changes nothing
     inhibition: bool = True
     fan: bool = True
@@ -162,168 +160,15 @@ class RecallConfig:
     gate: bool = True
     graph: bool = True
     activation: bool = True
-    # filters
-    types: tuple = ()
-    since_ms: int | None = None
-    until_ms: int | None = None
-    tags: tuple = ()
-    # False (mode synapse): consolidation's semantic nodes still anchor and carry activation,
-    # but only the other types fill the k result slots (unless `types` names semantic
-    # explicitly; the baselines rank every record). On the
-    # consolidated LoCoMo dev stores a returned node took a slot from the turns the questions
-    # need: recall@10 62.7 with them, 65.8 without, every category up (docs/TUNING.md).
-    semantic_results: bool = False
-    explain: bool = False
-    synaptic: object = None  # engine.synaptic.SynapticConfig for mode "synaptic"; None = defaults
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class Signals:
-    sim: np.ndarray
-    decay: np.ndarray
-    importance: np.ndarray
-    bm25: np.ndarray
-    activation: np.ndarray
-    pagerank: np.ndarray
-    pred: np.ndarray | None = None
-    anchors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    no_result: np.ndarray | None = None   # bool per position: may not be returned
-    bonus: np.ndarray | None = None       # float per position added to the fused score
-
-
-def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
-    """The store's BM25 index, opened once per snapshot (`cache` lives on the RecallArrays),
-    restricted to the records that passed the scan; its statistics are recomputed only when
-    that set changes from one query to the next."""
-    index = bm25_open(store, cache)
-    live = None if passed.all() else passed
-    prev = cache["bm25_live"]
-    if not (live is None and prev is None) and not (
-            live is not None and prev is not None and np.array_equal(live, prev)):
-        index.set_live(None if live is None else ids[live].tolist())
-        cache["bm25_live"] = None if live is None else live.copy()
-    return index
-
-
-def _bm25(store: Store, query: str, ids: np.ndarray, passed: np.ndarray,
-          cache: dict | None = None, variant_weight: float = 0.0) -> np.ndarray:
-    """BM25 score per record position (0 for records without postings or filtered out);
-    `variant_weight`: see BM25Index.scores."""
-    if store.manifest.bm25 is None:
-        return np.zeros(len(ids), np.float64)
-    cache = {} if cache is None else cache
-    index = _bm25_index(store, cache, ids, passed)
-    docs, scores = index.scores(query, live_only=False,  # dead documents score 0
-                                variant_weight=variant_weight)
-    if "bm25_pos" not in cache:  # document -> record position, once per snapshot
-        pos = np.searchsorted(ids, docs)
-        ok = pos < len(ids)
-        ok[ok] = ids[pos[ok]] == docs[ok]
-        same = len(docs) == len(ids) and bool(ok.all())  # usual: every record indexed
-        cache["bm25_pos"] = None if same else (pos[ok], ok)
-    where = cache["bm25_pos"]
-    if where is None:
-        out = scores
-    else:
-        out = np.zeros(len(ids), np.float64)
-        out[where[0]] = scores[where[1]]
-    if not passed.all():
-        out[~passed] = 0.0
-    return out
-
-
-def _norm(x: np.ndarray) -> np.ndarray:
-    top = float(x.max()) if len(x) else 0.0
-    return x / top if top > 0 else np.zeros_like(x)
-
-
-def _rrf(rankings: list[np.ndarray], n: int, k: int) -> np.ndarray:
-    score = np.zeros(n, np.float64)
-    for order in rankings:
-        score[order] += 1.0 / (k + 1 + np.arange(len(order)))
-    return score
-
-
-def _word_scores(store: Store, query: str, record_ids: np.ndarray, arrays: graphview.RecallArrays,
-                 passed: np.ndarray, variant_weight: float) -> tuple[list[str], np.ndarray]:
-    """Each query word's BM25 share for each of `record_ids` (BM25Index.word_scores)."""
-    if store.manifest.bm25 is None:
-        from ..models.tokenize import tokenize
-
-        words = sorted(set(tokenize(query)))
-        return words, np.zeros((len(words), len(record_ids)))
-    return _bm25_index(store, arrays.cache, arrays.ids, passed).word_scores(query, record_ids,
-                                                                            variant_weight)
-
-
-def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
-                    query_vec: np.ndarray, cfg: RecallConfig, now_ms: int) -> Signals:
-    sim, dec, imp = scan_records(store, query_vec, cfg, now_ms, arrays.cache)
-    if arrays.dormant.any():  # archived nodes are out of the active graph (FORMAT.md 16)
-        sim[arrays.dormant] = -np.inf
-    passed = np.isfinite(sim)
-    bm25 = (_bm25(store, query, arrays.ids, passed, arrays.cache,
-                  cfg.variant_weight if cfg.mode == "synapse" else 0.0)
-            if cfg.mode != "vector" else np.zeros(len(sim)))
-    n = len(sim)
-    act = np.zeros(n, np.float32)
-    pr = np.zeros(n, np.float32)
-    pred = None
-    anchors = np.zeros(0, np.int64)
-    if cfg.mode == "synapse" and n:
-        dense_top = _top(sim, cfg.anchors_k)
-        lex_top = _top(bm25, cfg.anchors_k, 0.0)  # zero where the scan filtered a record
-        anchors = np.union1d(dense_top, lex_top)
-        anchors = anchors[sim[anchors] >= cfg.anchor_min_sim]
-        if cfg.activation:
-            from ..kernels.activation import activate
-
-            if cfg.graph:
-                indptr, indices, weights, types = arrays.without_hubs(cfg.hub_share)
-                if walled(cfg) and not passed.all():
-                    indptr, indices, weights, types = graphview.subgraph(
-                        (indptr, indices, weights, types), passed)
-            else:
-                indptr, indices = np.zeros(n + 1, np.int64), np.zeros(0, np.int32)
-                weights, types = np.zeros(0, np.float32), np.zeros(0, np.uint8)
-            anchor_sims = np.maximum(sim[anchors], 0)
-            if cfg.anchor_energy == "fused":
-                top_bm25 = float(bm25.max())
-                lexical = bm25[anchors] / top_bm25 if top_bm25 > 0 else 0.0
-                anchor_sims = 0.5 * (anchor_sims + lexical)
-            anchor_sims = anchor_sims.astype(np.float32)
-            act, pred = activate(indptr, indices, weights, types, arrays.timestamps,
-                                 anchors.astype(np.int32), anchor_sims, alpha=cfg.alpha, S=cfg.S,
-                                 delta=cfg.delta, rho=cfg.rho, beta=cfg.beta if cfg.inhibition else 0.0,
-                                 M=cfg.M, gamma=cfg.gamma, theta=cfg.theta, T=cfg.T,
-                                 use_fan=cfg.fan, use_inhibition=cfg.inhibition,
-                                 frontier_only=True, validate=False)
-            act[~passed] = 0
-        if cfg.graph and len(arrays.indices):
-            pr = arrays.cache.get("pagerank")
-            if pr is None:  # a property of the graph, not of the query: once per snapshot,
-                from .pagerank_cache import pagerank_for  # from consolidation's cache if fresh
-
-                pr = arrays.cache["pagerank"] = pagerank_for(store, arrays)
-    return Signals(sim, dec, imp, bm25, act, pr, pred, anchors)
 
 
 def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
     """(positions of the top k, their scores) for the configured mode."""
     floor = -np.inf
-    if cfg.mode == "vector":
-        score = sig.sim
-    elif cfg.mode == "bm25":
-        score = _matched(sig.bm25)
-    elif cfg.mode == "hybrid":
-        dense = _top(sig.sim, 1000)
-        lex = _top(_matched(sig.bm25), 1000)
-        score, floor = _rrf([dense, lex], len(sig.sim), cfg.rrf_k), 0.0
+    if cfg.mode in baselines.MODES:
+        score, floor = baselines.scores(sig, cfg)
     else:
-        from ..kernels.ranking import fused_scores
+        from ...kernels.ranking import fused_scores
 
         score = np.empty(len(sig.sim), np.float64)
         fused_scores(sig.sim, sig.activation, sig.pagerank, sig.bm25, sig.decay, sig.importance,
@@ -337,17 +182,10 @@ def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
     return top, score[top]
 
 
-def _matched(bm25: np.ndarray) -> np.ndarray:
-    """BM25 scores of the records that share a term with the query, -inf for the others. Not
-    a floor of 0: rank-bm25's IDF, which the kernel reproduces, is negative for a term in more
-    than half the records, so in a small store an exact match can score below 0."""
-    return np.where(bm25 != 0, bm25, -np.inf)
-
-
 def speaker_mask(store: Store, arrays: graphview.RecallArrays, name: str) -> np.ndarray:
     """bool per position: the record carries the tag `speaker:<name>` (ingest tags every record
     with its speaker)."""
-    from .filters import tag_mask
+    from ..filters import tag_mask
 
     return tag_mask(store, [f"speaker:{name}"], arrays.cache)
 
@@ -365,26 +203,11 @@ def explain_path(pos: int, sig: Signals, ids: np.ndarray) -> list[int]:
     return [int(ids[p]) for p in reversed(path)]
 
 
-def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
-           arrays: graphview.RecallArrays | None = None, now_ms: int | None = None,
-           embed=None) -> dict:
-    """Answer one query; returns the JSON-ready result (see README "recall output").
-    `embed(texts)`: the store's embedder, for what embeds more than the query (ecphory's cue,
-    the topic check's words; without it the topic check is lexical only)."""
-    from .filters import check_filters
-
-    check_filters(cfg)
-    t0 = time.perf_counter()
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    arrays = arrays if arrays is not None else graphview.build(store)
-    if cfg.mode == "synaptic":  # seed 001: its own pipeline (engine/synaptic.py)
-        from . import synaptic
-
-        return synaptic.recall(store, query, query_vec, cfg, arrays, now_ms)
-    if cfg.mode == "ecphory":  # seed 002: cue-driven centroid spreading (engine/ecphory.py)
-        from . import ecphory
-
-        return ecphory.recall(store, query, query_vec, cfg, arrays, now_ms, embed)
+def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
+        arrays: graphview.RecallArrays, now_ms: int, embed, t0: float) -> dict:
+    """The default pipeline after recall's dispatch (dispatch.py), for mode `synapse` and the
+    baselines: signals, ranking, the current-facts terms, speaker focus, the gate, the JSON-ready
+    result. `t0`: when recall started (the result's elapsed_ms counts from there)."""
     sig = compute_signals(store, arrays, query, query_vec, cfg, now_ms)
     if cfg.mode == "synapse" and not cfg.semantic_results and not cfg.types:
         semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC

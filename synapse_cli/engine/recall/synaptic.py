@@ -29,8 +29,8 @@ import numpy as np
 
 from store_format import flags as fl
 
-from . import graphview
-from .store import Store
+from .. import graphview
+from ..store import Store
 
 
 
@@ -87,7 +87,7 @@ class Propagation:
 def _trains(arrays: graphview.RecallArrays, sc: SynapticConfig, now_ms: int):
     """Spike trains in scaled time units relative to now, with the query appended as node n;
     (indptr, times, taus) where taus are tau_scale * tau_X (eq. 18 after each train)."""
-    from ..kernels.lif import node_taus
+    from ...kernels.lif import node_taus
 
     indptr, t_ms = arrays.spike_trains()
     n = len(indptr) - 1
@@ -111,8 +111,8 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
               SynapticConfig, now_ms: int) -> Propagation:
     """Stimulus propagation (eqs. 6-15) and the LIF read-out (eqs. 16-18) for one query.
     `sim` is the query's cosine per record position, -inf where the scan filtered it out."""
-    from ..kernels.dtw import pair_scores
-    from ..kernels.lif import membrane
+    from ...kernels.dtw import pair_scores
+    from ...kernels.lif import membrane
     from .scan import scan_records
 
     n = len(sim)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from ..models.tokenize import tokenize
-from ..models.words import _STOP
+from ...models.tokenize import tokenize
+from ...models.words import _STOP
 
 # Words that say how a question asks, not what about (beyond the stopwords of models/words.py).
 _ASKING = frozenset("""

@@ -1,0 +1,141 @@
+"""The signals of the default pipeline (synapse.py) and of the baselines, per record position of
+one snapshot: the header scan's similarity, decay and importance (scan.py), BM25 from the
+persisted postings, and, in mode `synapse`, the spreading activation from the anchors (dual
+trigger) and PageRank."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import graphview
+from ..store import Store
+from .scan import bm25_open, scan_records, top as _top, walled
+
+if TYPE_CHECKING:
+    from .config import RecallConfig
+
+
+@dataclass
+class Signals:
+    sim: np.ndarray
+    decay: np.ndarray
+    importance: np.ndarray
+    bm25: np.ndarray
+    activation: np.ndarray
+    pagerank: np.ndarray
+    pred: np.ndarray | None = None
+    anchors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    no_result: np.ndarray | None = None   # bool per position: may not be returned
+    bonus: np.ndarray | None = None       # float per position added to the fused score
+
+
+def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
+    """The store's BM25 index, opened once per snapshot (`cache` lives on the RecallArrays),
+    restricted to the records that passed the scan; its statistics are recomputed only when
+    that set changes from one query to the next."""
+    index = bm25_open(store, cache)
+    live = None if passed.all() else passed
+    prev = cache["bm25_live"]
+    if not (live is None and prev is None) and not (
+            live is not None and prev is not None and np.array_equal(live, prev)):
+        index.set_live(None if live is None else ids[live].tolist())
+        cache["bm25_live"] = None if live is None else live.copy()
+    return index
+
+
+def _bm25(store: Store, query: str, ids: np.ndarray, passed: np.ndarray,
+          cache: dict | None = None, variant_weight: float = 0.0) -> np.ndarray:
+    """BM25 score per record position (0 for records without postings or filtered out);
+    `variant_weight`: see BM25Index.scores."""
+    if store.manifest.bm25 is None:
+        return np.zeros(len(ids), np.float64)
+    cache = {} if cache is None else cache
+    index = _bm25_index(store, cache, ids, passed)
+    docs, scores = index.scores(query, live_only=False,  # dead documents score 0
+                                variant_weight=variant_weight)
+    if "bm25_pos" not in cache:  # document -> record position, once per snapshot
+        pos = np.searchsorted(ids, docs)
+        ok = pos < len(ids)
+        ok[ok] = ids[pos[ok]] == docs[ok]
+        same = len(docs) == len(ids) and bool(ok.all())  # usual: every record indexed
+        cache["bm25_pos"] = None if same else (pos[ok], ok)
+    where = cache["bm25_pos"]
+    if where is None:
+        out = scores
+    else:
+        out = np.zeros(len(ids), np.float64)
+        out[where[0]] = scores[where[1]]
+    if not passed.all():
+        out[~passed] = 0.0
+    return out
+
+
+def _norm(x: np.ndarray) -> np.ndarray:
+    top = float(x.max()) if len(x) else 0.0
+    return x / top if top > 0 else np.zeros_like(x)
+
+
+def _word_scores(store: Store, query: str, record_ids: np.ndarray, arrays: graphview.RecallArrays,
+                 passed: np.ndarray, variant_weight: float) -> tuple[list[str], np.ndarray]:
+    """Each query word's BM25 share for each of `record_ids` (BM25Index.word_scores)."""
+    if store.manifest.bm25 is None:
+        from ...models.tokenize import tokenize
+
+        words = sorted(set(tokenize(query)))
+        return words, np.zeros((len(words), len(record_ids)))
+    return _bm25_index(store, arrays.cache, arrays.ids, passed).word_scores(query, record_ids,
+                                                                            variant_weight)
+
+
+def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
+                    query_vec: np.ndarray, cfg: RecallConfig, now_ms: int) -> Signals:
+    sim, dec, imp = scan_records(store, query_vec, cfg, now_ms, arrays.cache)
+    if arrays.dormant.any():  # archived nodes are out of the active graph (FORMAT.md 16)
+        sim[arrays.dormant] = -np.inf
+    passed = np.isfinite(sim)
+    bm25 = (_bm25(store, query, arrays.ids, passed, arrays.cache,
+                  cfg.variant_weight if cfg.mode == "synapse" else 0.0)
+            if cfg.mode != "vector" else np.zeros(len(sim)))
+    n = len(sim)
+    act = np.zeros(n, np.float32)
+    pr = np.zeros(n, np.float32)
+    pred = None
+    anchors = np.zeros(0, np.int64)
+    if cfg.mode == "synapse" and n:
+        dense_top = _top(sim, cfg.anchors_k)
+        lex_top = _top(bm25, cfg.anchors_k, 0.0)  # zero where the scan filtered a record
+        anchors = np.union1d(dense_top, lex_top)
+        anchors = anchors[sim[anchors] >= cfg.anchor_min_sim]
+        if cfg.activation:
+            from ...kernels.activation import activate
+
+            if cfg.graph:
+                indptr, indices, weights, types = arrays.without_hubs(cfg.hub_share)
+                if walled(cfg) and not passed.all():
+                    indptr, indices, weights, types = graphview.subgraph(
+                        (indptr, indices, weights, types), passed)
+            else:
+                indptr, indices = np.zeros(n + 1, np.int64), np.zeros(0, np.int32)
+                weights, types = np.zeros(0, np.float32), np.zeros(0, np.uint8)
+            anchor_sims = np.maximum(sim[anchors], 0)
+            if cfg.anchor_energy == "fused":
+                top_bm25 = float(bm25.max())
+                lexical = bm25[anchors] / top_bm25 if top_bm25 > 0 else 0.0
+                anchor_sims = 0.5 * (anchor_sims + lexical)
+            anchor_sims = anchor_sims.astype(np.float32)
+            act, pred = activate(indptr, indices, weights, types, arrays.timestamps,
+                                 anchors.astype(np.int32), anchor_sims, alpha=cfg.alpha, S=cfg.S,
+                                 delta=cfg.delta, rho=cfg.rho, beta=cfg.beta if cfg.inhibition else 0.0,
+                                 M=cfg.M, gamma=cfg.gamma, theta=cfg.theta, T=cfg.T,
+                                 use_fan=cfg.fan, use_inhibition=cfg.inhibition,
+                                 frontier_only=True, validate=False)
+            act[~passed] = 0
+        if cfg.graph and len(arrays.indices):
+            pr = arrays.cache.get("pagerank")
+            if pr is None:  # a property of the graph, not of the query: once per snapshot,
+                from ..pagerank_cache import pagerank_for  # from consolidation's cache if fresh
+
+                pr = arrays.cache["pagerank"] = pagerank_for(store, arrays)
+    return Signals(sim, dec, imp, bm25, act, pr, pred, anchors)
