@@ -9,7 +9,7 @@ import math
 import pytest
 
 from conftest import ROOT, assert_clean_failure, run_cli
-from synapse_cli.engine.answer_check import (MAX_MEMORY_CHARS, AnswerChecker, VerifyConfig,
+from synapse_cli.engine.recall.answer_check import (MAX_MEMORY_CHARS, AnswerChecker, VerifyConfig,
                                              build_prompt, memory_line)
 
 MEMORIES = [{"speaker": "Caroline", "text": "I went hiking in the Dolomites with my sister Maya."},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from synapse_cli.engine import attribution as at
+from synapse_cli.engine.recall import attribution as at
 from test_recall import demo, run  # noqa: F401  (the demo store fixture, the CLI runner)
 
 

@@ -27,7 +27,7 @@ def test_defaults_are_the_engines():
             assert fields[s.key].default == s.default, s.name
     assert len({s.key for s in cf.SETTINGS}) == len(cf.SETTINGS)  # env names are unique
     # recall --verify's settings are read by hand into VerifyConfig: its defaults agree too
-    from synapse_cli.engine.answer_check import VerifyConfig
+    from synapse_cli.engine.recall.answer_check import VerifyConfig
 
     defaults = {s.name: s.default for s in cf.SETTINGS}
     assert VerifyConfig() == VerifyConfig(memories=defaults["verify.verify_memories"],

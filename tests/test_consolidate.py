@@ -17,10 +17,10 @@ import pytest
 
 from store_format import flags as fl
 from store_format import graph_files as gf
-from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate, plan_windows
-from synapse_cli.engine.extract_cache import CACHE_NAME, ExtractCache
+from synapse_cli.engine.consolidate.run import ConsolidateConfig, consolidate, plan_windows
+from synapse_cli.engine.consolidate.extract_cache import CACHE_NAME, ExtractCache
 from synapse_cli.engine.store import Store, StoreWriter
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 from synapse_cli.models.extractor import candidate_spans, clean_result
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -172,7 +172,7 @@ def test_replay_score_is_utility_times_frequency_bonus(tmp_path, embedder):
     """Seed 003 B.3: ReplayScore = utility x (1 + bonus for entities the turn shares with another
     turn or a known node, and for its recalls). Low scorers are kept (consolidated, not in the
     trash), marked prune_candidate, and `prune --low-utility 0` selects exactly them."""
-    from synapse_cli.engine.consolidate import NodeIndex, replay_scores
+    from synapse_cli.engine.consolidate.run import NodeIndex, replay_scores
     from synapse_cli.engine.memory import NewMemory
 
     texts = ["We met Ingrid at the Tate Modern.", "Ingrid liked the Tate Modern a lot.",

@@ -6,10 +6,10 @@ import pytest
 
 from synapse_cli import api
 from synapse_cli.engine import graphview
-from synapse_cli.engine.currency import asks_about_now
+from synapse_cli.engine.recall.currency import asks_about_now
 from synapse_cli.engine.recall import RecallConfig, recall
 from synapse_cli.engine.store import Store
-from synapse_cli.engine.topic import topic_words
+from synapse_cli.engine.recall.topic import topic_words
 from synapse_cli.models.fake import FakeEmbedder
 
 EMB = FakeEmbedder(384)
@@ -95,7 +95,7 @@ def test_a_question_about_an_unknown_topic_is_refused(store):
 
 
 def test_content_words_leave_out_names_stopwords_and_numbers():
-    from synapse_cli.engine.currency import content_words
+    from synapse_cli.engine.recall.currency import content_words
 
     assert content_words("Priya: standup moves to 10:00 from today", "Priya") == {
         "standup", "mov", "today"}
@@ -108,7 +108,7 @@ def test_newest_first_reorders_versions_in_place(store):
     everything else keep their order (penalty off, so only the reordering acts)."""
     import numpy as np
 
-    from synapse_cli.engine import currency
+    from synapse_cli.engine.recall import currency
 
     q = "What time is the team standup every day?"
     with Store.open(store) as s:
@@ -132,7 +132,7 @@ def test_newest_first_reorders_versions_in_place(store):
 
 def test_an_identifier_the_store_never_mentions_is_refused(store):
     from synapse_cli.engine.recall import bm25_open
-    from synapse_cli.engine.topic import unknown_identifiers
+    from synapse_cli.engine.recall.topic import unknown_identifiers
 
     with Store.open(store) as s:
         index = bm25_open(s, graphview.build(s).cache)

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import assert_clean_failure, cli_env, committed_lengths
 from store_format import manifest as mf
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 
 # The CLI with os.write/os.pwrite failing (ENOSPC) once $ENOSPC_AFTER bytes were written.
 INJECT = r"""

@@ -6,13 +6,13 @@ import numpy as np
 
 from store_format import flags as fl
 from store_format import graph_files as gf
-from synapse_cli.engine import consolidate as consolidate_mod
+from synapse_cli.engine.consolidate import run as consolidate_mod
 from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
-from synapse_cli.engine.doclinks import DocumentNames, base_name
+from synapse_cli.engine.consolidate.doclinks import DocumentNames, base_name
 from synapse_cli.engine.ingest import IngestConfig, ingest
 from synapse_cli.engine.inputs import Item
 from synapse_cli.engine.store import Store, StoreWriter
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 from synapse_cli.models.fake import FakeEmbedder
 
 from fakes_extractor import FakeExtractor

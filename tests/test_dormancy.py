@@ -20,12 +20,12 @@ from store_format import dormancy as dm
 from store_format import flags as fl
 from store_format import manifest as mf
 from synapse_cli.engine import graphview, pagerank_cache
-from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate, plan_windows
-from synapse_cli.engine.dormancy import DormancyConfig, DormancyState
+from synapse_cli.engine.consolidate.run import ConsolidateConfig, consolidate, plan_windows
+from synapse_cli.engine.consolidate.dormancy import DormancyConfig, DormancyState
 from synapse_cli.engine.memory import NewMemory
 from synapse_cli.engine.recall import RecallConfig, recall
 from synapse_cli.engine.store import Store, StoreWriter
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 from synapse_cli.models.fake import FakeEmbedder
 
 from conftest import run_cli
@@ -251,7 +251,7 @@ import os, signal, sys
 sys.path.insert(0, {tests!r})
 os.environ["HF_HUB_OFFLINE"] = "1"
 from fakes_extractor import FakeExtractor
-from synapse_cli.engine import dormancy
+from synapse_cli.engine.consolidate import dormancy
 from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
 from synapse_cli.engine.store import StoreWriter
 from synapse_cli.models.embedder import get_embedder

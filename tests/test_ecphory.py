@@ -16,7 +16,8 @@ import pytest
 
 from store_format import flags as fl
 from store_format import graph_files as gf
-from synapse_cli.engine import ecphory, graphview
+from synapse_cli.engine import graphview
+from synapse_cli.engine.recall import ecphory
 from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
 from synapse_cli.engine.ingest import IngestConfig, ingest
 from synapse_cli.engine.inputs import parse_document

@@ -133,7 +133,7 @@ def test_round_trip_same_embedder_keeps_everything(built, tmp_path, embedder):
 
 
 def _top10(store, embedder, qs):
-    from synapse_cli.engine.service import Recaller
+    from synapse_cli.engine.recall import Recaller
 
     with Recaller(store, embedder=embedder) as r:
         return [[x["id"] for x in api.recall_with(r, q, touch=False, k=10)["results"]]

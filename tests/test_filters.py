@@ -117,7 +117,7 @@ def test_a_bare_string_or_backwards_window_is_refused(pins):
 
 
 def test_prune_and_recall_agree_on_a_tag(pins):
-    from synapse_cli.engine.prune import PrunePolicy, select
+    from synapse_cli.engine.maintenance.prune import PrunePolicy, select
 
     with Store.open(pins) as s:
         for u in (3, 170, 57):

@@ -16,7 +16,7 @@ import pytest
 from conftest import SYNAPSE, assert_clean_failure, cli_env, run_cli
 from store_format import flags as fl
 from synapse_cli.engine.store import Store
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 
 BIG = 50_000_000
 
@@ -165,7 +165,7 @@ def test_a_file_vanishing_while_a_reader_lists_the_store_is_skipped(tmp_path, mo
     """A writer's MANIFEST.tmp can be renamed between a reader's directory listing and its
     stat (seen in the concurrency torture as `inspect` exiting 74): open and inspect skip it."""
     from store_format import manifest as mf
-    from synapse_cli.engine import inspect as insp
+    from synapse_cli.engine.maintenance import inspect as insp
 
     store = tmp_path / "st"
     (tmp_path / "one.txt").write_text("one memory\n")

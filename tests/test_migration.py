@@ -25,7 +25,7 @@ from store_format import migration
 from store_format import segments as sg
 from store_format.lock import WriterLock
 from synapse_cli.engine.store import Store, StoreWriter
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 
 
 def assert_same_store(orig, now, version: int, v2_fields_kept: bool) -> None:
@@ -206,7 +206,7 @@ def test_crash_at_each_step_of_the_protocol(tmp_path, stage):
 MIGRATOR = """
 import sys
 from synapse_cli.commands import main
-import store_format.migration, synapse_cli.engine.store, synapse_cli.engine.verify  # noqa
+import store_format.migration, synapse_cli.engine.store, synapse_cli.engine.maintenance.verify  # noqa
 print("ready", flush=True)
 sys.stdin.readline()
 main.run(["--store", sys.argv[1], "migrate", "--header", sys.argv[2], "--yes"])

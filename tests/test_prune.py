@@ -22,13 +22,13 @@ from store_format import ingest_index as ix
 from store_format import manifest as mf
 from store_format.vectors import quantize_batch
 from synapse_cli.engine import graphview
-from synapse_cli.engine import prune as pr
-from synapse_cli.engine.dormancy import DormancyState
+from synapse_cli.engine.maintenance import prune as pr
+from synapse_cli.engine.consolidate.dormancy import DormancyState
 from synapse_cli.engine.ingest import md5_of
 from synapse_cli.engine.memory import NewMemory
 from synapse_cli.engine.recall import RecallConfig, recall
 from synapse_cli.engine.store import Store, StoreWriter
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 from synapse_cli.models.bm25 import BM25Index
 from synapse_cli.models.fake import FakeEmbedder
 
@@ -438,7 +438,7 @@ import sys
 sys.path[:0] = [sys.argv[2]]
 from conftest import segment_limit
 from synapse_cli.engine.store import StoreWriter
-from synapse_cli.engine import prune as pr
+from synapse_cli.engine.maintenance import prune as pr
 with segment_limit(700):
     with StoreWriter.open(sys.argv[1]) as w:
         print("ready", flush=True)

@@ -3,7 +3,7 @@ processes committed, and after only its own touch it keeps the graph arrays."""
 from __future__ import annotations
 
 from synapse_cli import api
-from synapse_cli.engine.service import Recaller
+from synapse_cli.engine.recall import Recaller
 from synapse_cli.models.fake import FakeEmbedder
 
 EMB = FakeEmbedder(384)

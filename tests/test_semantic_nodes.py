@@ -14,7 +14,7 @@ import pytest
 from store_format import flags as fl
 from store_format import graph_files as gf
 from synapse_cli.engine import graphview
-from synapse_cli.engine.consolidate import (ConsolidateConfig, consolidate, describe_node,
+from synapse_cli.engine.consolidate.run import (ConsolidateConfig, consolidate, describe_node,
                                             mentions, name_key)
 from synapse_cli.engine.store import Store, StoreWriter
 from synapse_cli.models import postag

@@ -13,7 +13,7 @@ from store_format import spikes as sp
 from store_format.errors import ChecksumMismatch, InvalidRecord
 from synapse_cli.engine import graphview
 from synapse_cli.engine.store import Store, StoreWriter
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 
 from conftest import build_store
 

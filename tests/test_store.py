@@ -21,7 +21,7 @@ from store_format import graph_files as gf
 from store_format import manifest as mf
 from store_format.headers import HEADER_BYTES
 from synapse_cli.engine.store import Store, StoreWriter
-from synapse_cli.engine.verify import verify
+from synapse_cli.engine.maintenance.verify import verify
 
 
 def assert_records(path, mems, ids, version, live_edges=None):

@@ -17,9 +17,9 @@ from synapse_cli.engine import config as cf
 from synapse_cli.engine import graphview
 from synapse_cli.engine.memory import NewMemory
 from synapse_cli.engine.recall import MODES, RecallConfig, recall
-from synapse_cli.engine.service import Recaller
+from synapse_cli.engine.recall import Recaller
 from synapse_cli.engine.store import Store, StoreWriter
-from synapse_cli.engine.synaptic import SynapticConfig, propagate
+from synapse_cli.engine.recall.synaptic import SynapticConfig, propagate
 from synapse_cli.kernels import dtw, lif
 from synapse_cli.kernels import reference as ref
 

@@ -107,7 +107,7 @@ def test_recall_bm25_and_synapse_on_a_real_store(tmp_path):
 
 
 def test_the_topic_check_reads_a_version_1_store_with_its_own_tokenizer(tmp_path):
-    from synapse_cli.engine.topic import unknown_topic
+    from synapse_cli.engine.recall.topic import unknown_topic
 
     old = build(tmp_path, version=1)  # its vocabulary has "straße", not "strasse"
     assert unknown_topic("Which straße?", old) is None
