@@ -118,9 +118,10 @@ class _EpisodeAnchors:
     episodes only); nodes still carry activation."""
 
     def __init__(self):
-        import synapse_cli.engine.recall as rm
+        from synapse_cli.engine.recall import baselines, signals, synapse
 
-        self.rm, self.inner, self.mask = rm, rm._top, None
+        # every module of recall's pipeline that ranks with scan.top (the anchors, the result)
+        self.mods, self.inner, self.mask = (signals, synapse, baselines), signals._top, None
 
     def __call__(self, scores, k, floor=-np.inf):
         if self.mask is not None and k == RecallConfig().anchors_k \
@@ -129,11 +130,13 @@ class _EpisodeAnchors:
         return self.inner(scores, k, floor)
 
     def __enter__(self):
-        self.rm._top = self
+        for m in self.mods:
+            m._top = self
         return self
 
     def __exit__(self, *exc):
-        self.rm._top = self.inner
+        for m in self.mods:
+            m._top = self.inner
         self.mask = None
 
 
@@ -178,7 +181,7 @@ def consolidated_copy(src: Path, dst: Path, args, embedder) -> dict:
         dst.parent.mkdir(parents=True)
         shutil.copytree(src, dst)
         if args.cache_from:  # the extraction cache of stores built before: same windows, hits
-            from synapse_cli.engine.extract_cache import CACHE_NAME
+            from synapse_cli.engine.consolidate import CACHE_NAME
 
             cache = OUT / args.cache_from / dst.parent.name / "store" / CACHE_NAME
             if cache.exists():

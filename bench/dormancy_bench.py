@@ -62,7 +62,8 @@ def evidence_recall(store, arrays, conv, sid, embedder, k: int = 10) -> tuple[fl
 
 def run(args) -> dict:
     from synapse_cli import api
-    from synapse_cli.engine import dormancy, graphview, pagerank_cache
+    from synapse_cli.engine import graphview, pagerank_cache
+    from synapse_cli.engine.consolidate import dormancy
     from synapse_cli.engine.store import Store
     from synapse_cli.models.embedder import get_embedder
     from store_format import flags as fl

@@ -82,7 +82,7 @@ def build_seed_store(path: Path) -> Path:
     from fakes_extractor import FakeExtractor
     from synapse_cli import api
     from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
-    from synapse_cli.engine.prune import compact
+    from synapse_cli.engine.maintenance.prune import compact
     from synapse_cli.engine.store import StoreWriter
     from synapse_cli.models.fake import FakeEmbedder as FE
 
@@ -187,7 +187,7 @@ def t_store(data: bytes) -> None:
     path = Work.store / name
     path.write_bytes(data[1:])
     try:
-        from synapse_cli.engine.verify import verify
+        from synapse_cli.engine.maintenance.verify import verify
 
         verify(Work.store, retries=1)
         with Store.open(Work.store) as s:

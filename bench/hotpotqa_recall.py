@@ -64,7 +64,7 @@ def documents(corpus: dict) -> list:
 def build(data: Path, reuse: bool, threads: int, embedder) -> dict:
     """The consolidated store under OUT (built unless --reuse finds one); its build report."""
     from synapse_cli.api import run_consolidate
-    from synapse_cli.engine.extract_cache import CACHE_NAME
+    from synapse_cli.engine.consolidate import CACHE_NAME
     from synapse_cli.engine.ingest import IngestConfig, ingest
     from synapse_cli.engine.store import StoreWriter
 
@@ -216,7 +216,7 @@ def score(name, cfg, questions, qvecs, rc, embedder) -> dict:
 
 
 def evaluate(args, embedder) -> dict:
-    from synapse_cli.engine.service import Recaller
+    from synapse_cli.engine.recall import Recaller
 
     questions = json.loads((Path(args.data) / "hotpotqa" / "hotpotqa_dev100.json").read_text())
     questions = questions[:args.limit] if args.limit else questions

@@ -332,7 +332,7 @@ def run(args) -> dict:
     if args.verify:
         from synapse_cli.api import model_path
         from synapse_cli.engine import config
-        from synapse_cli.engine.answer_check import AnswerChecker, VerifyConfig
+        from synapse_cli.engine.recall import AnswerChecker, VerifyConfig
 
         s = config.resolve()
         vcfg_check = VerifyConfig(memories=s["verify.verify_memories"],

@@ -78,8 +78,9 @@ def load_conv(conv: dict, variant: str, embedder) -> Conv:
     from store_format import flags as fl
     from synapse_cli.engine import graphview
     from synapse_cli.engine.ingest import md5_of
-    from synapse_cli.engine.recall import RecallConfig, _bm25, _norm
-    from synapse_cli.engine.scan import scan_records as _scan
+    from synapse_cli.engine.recall import RecallConfig
+    from synapse_cli.engine.recall.scan import scan_records as _scan
+    from synapse_cli.engine.recall.signals import _bm25, _norm
     from synapse_cli.engine.store import Store
     from synapse_cli.kernels.pagerank import pagerank
 
@@ -209,7 +210,7 @@ def graph_of(c: Conv, cross_session: bool, semantic_edges: bool, knn: int = 0,
 
 
 def pagerank_of(c: Conv, g) -> np.ndarray:
-    from synapse_cli.engine.recall import _norm
+    from synapse_cli.engine.recall.signals import _norm
     from synapse_cli.kernels.pagerank import pagerank
 
     if not len(g[1]):

@@ -4,7 +4,7 @@
 
 Builds a store like bench/recall_speed.py (random unit vectors, texts over a Zipf vocabulary
 with BM25 postings, temporal chains linked both ways) plus an ingest index, then in this
-process: selects the older half with the `before` policy (`engine.prune.select`), moves it to
+process: selects the older half with the `before` policy (`engine.maintenance.prune.select`), moves it to
 the trash (in-place tombstones, `prune.trash`), and compacts (`prune.compact`, or purge with
 --purge). Reports the time of each step, the bytes before/after and reclaimed, and checks that
 the compacted store verifies and holds exactly the records that were kept, with their ids.
@@ -48,9 +48,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from store_format import ingest_index as ix
-    from synapse_cli.engine import prune as pr
+    from synapse_cli.engine.maintenance import prune as pr
     from synapse_cli.engine.store import Store, StoreWriter
-    from synapse_cli.engine.verify import verify
+    from synapse_cli.engine.maintenance.verify import verify
 
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="prune-bench-"))
     path = tmp / "store"

@@ -174,13 +174,14 @@ class StageTimer:
     """Wrap the recall pipeline's functions to time each stage (synapse mode)."""
 
     def __init__(self, store):
-        import synapse_cli.engine.recall as R
+        import synapse_cli.engine.recall.signals as R
+        import synapse_cli.engine.recall.synapse as P
         import synapse_cli.kernels.activation as A
 
         self.t = {k: 0.0 for k in ("scan", "bm25", "activation", "rank", "bodies")}
         self._undo = []
         for mod, name, key in ((R, "scan_records", "scan"), (R, "_bm25", "bm25"),
-                               (A, "activate", "activation"), (R, "rank", "rank")):
+                               (A, "activate", "activation"), (P, "rank", "rank")):
             self._wrap(mod, name, key)
         self._wrap(store, "bodies", "bodies")
 
@@ -210,7 +211,7 @@ def measure(path: Path, n: int, n_queries: int, embedder, mode_names) -> dict:
 
     from synapse_cli.engine import graphview
     from synapse_cli.engine.recall import RecallConfig, recall
-    from synapse_cli.engine.service import Recaller
+    from synapse_cli.engine.recall import Recaller
 
     rng = np.random.default_rng(7)
     words, p = vocabulary(rng)

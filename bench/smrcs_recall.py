@@ -59,7 +59,7 @@ from synapse_cli.engine.ingest import IngestConfig, ingest  # noqa: E402
 from synapse_cli.engine.inputs import Item  # noqa: E402
 from synapse_cli.engine.recall import RecallConfig, recall  # noqa: E402
 from synapse_cli.engine.store import Store, StoreWriter  # noqa: E402
-from synapse_cli.engine.synaptic import SynapticConfig  # noqa: E402
+from synapse_cli.engine.recall import SynapticConfig  # noqa: E402
 
 MODES = ("synaptic", "vector", "synapse")
 MINUTE = 60_000

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smrcs_recall import MODES, ROOT, log, run_section, score  # noqa: E402
 
 from synapse_cli.engine.recall import RecallConfig  # noqa: E402
-from synapse_cli.engine.synaptic import SynapticConfig  # noqa: E402
+from synapse_cli.engine.recall import SynapticConfig  # noqa: E402
 
 # name -> (low, high, log scale)
 SPACE = {

@@ -38,7 +38,7 @@ from synapse_cli.engine import graphview  # noqa: E402
 from synapse_cli.engine.memory import NewMemory  # noqa: E402
 from synapse_cli.engine.recall import RecallConfig, recall  # noqa: E402
 from synapse_cli.engine.store import Store, StoreWriter  # noqa: E402
-from synapse_cli.engine.synaptic import SynapticConfig  # noqa: E402
+from synapse_cli.engine.recall import SynapticConfig  # noqa: E402
 
 DIM = 384
 NOW = int(time.time() * 1000)

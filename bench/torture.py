@@ -70,7 +70,7 @@ run(sys.argv[1:])
 """
 
 # Consolidation with the deterministic fake extractor (no model), as `synapse consolidate`
-# would run it: StoreWriter + engine.consolidate, one commit per window.
+# would run it: StoreWriter + engine.consolidate.consolidate, one commit per window.
 CONSOLIDATE = r"""
 import os, sys
 sys.path.insert(0, {tests!r})
@@ -181,9 +181,9 @@ def check_store(store: Path, exp: Expect, recaller_query: str | None = "Caroline
 
     from store_format import flags as fl
     from synapse_cli.engine.inputs import normalize_text
-    from synapse_cli.engine.service import Recaller
+    from synapse_cli.engine.recall import Recaller
     from synapse_cli.engine.store import Store
-    from synapse_cli.engine.verify import verify
+    from synapse_cli.engine.maintenance.verify import verify
 
     problems = []
     rep = verify(store)
