@@ -2,7 +2,7 @@
 nodes, edges, flags and counts; recall answers the same; a malformed or truncated export is
 refused naming the line and leaves no store; another embedder keeps the graph.
 
-The store: a real conversation (bench/agent_use/team_chat.ndjson, 224 lines) embedded with the
+The store: a real conversation (bench/quality/agent_use/team_chat.ndjson, 224 lines) embedded with the
 real all-MiniLM-L6-v2, consolidated with the deterministic FakeExtractor (nodes, abstraction,
 relation and association edges, dormancy), then pinned, unresolved, trashed and recalled
 (recall_count, spike trains)."""
@@ -23,8 +23,8 @@ from synapse_cli.engine import portable
 from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
 from synapse_cli.engine.store import Store, StoreWriter
 
-CONVERSATION = ROOT / "bench" / "agent_use" / "team_chat.ndjson"
-QUESTIONS = [ROOT / "bench" / "agent_use" / f"{n}.questions.json"
+CONVERSATION = ROOT / "bench" / "quality" / "agent_use" / "team_chat.ndjson"
+QUESTIONS = [ROOT / "bench" / "quality" / "agent_use" / f"{n}.questions.json"
              for n in ("team_chat", "family_group")]
 MPNET_ENV = "SYNAPSE_TEST_MPNET_DIR"  # a sentence-transformers all-mpnet-base-v2 directory
 

@@ -1,6 +1,6 @@
 """The deterministic half of extraction: candidate spans, typing rules, speaker entities, the
 answer grammar; the salience filter with the real MiniLM embedder; one real-model extraction.
-(Quality is measured by bench/extract_quality.py; consolidation with the real model is tested in
+(Quality is measured by bench/quality/extract_quality.py; consolidation with the real model is tested in
 test_consolidate.py.)"""
 from __future__ import annotations
 

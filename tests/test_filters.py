@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "reliability"))
 import filter_leaks  # noqa: E402
 from filter_leaks import DAY, EMB, T0
 from store_format.tags import contains, encode_tags
@@ -71,7 +71,7 @@ def test_speaker_focus_bonus_is_exact(pins):
 
 
 # --- the property: random stores, random filters, every mode -------------------------------
-# (bench/filter_leaks.py builds the stores and checks a result; it runs the same at scale)
+# (bench/reliability/filter_leaks.py builds the stores and checks a result; it runs the same at scale)
 
 
 @pytest.fixture(scope="module")

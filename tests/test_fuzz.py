@@ -1,9 +1,9 @@
 """Hostile files: every reader of store_format/ and the recall path over a damaged store raise
 a typed StoreError, never anything else, never crash, hang or grow without bound.
 
-bench/fuzz.py holds the targets. Here: every saved finding (tests/fuzz_regressions/) and a
+bench/reliability/fuzz.py holds the targets. Here: every saved finding (tests/fuzz_regressions/) and a
 fixed corpus of mutations of real files are replayed in-process, then a short coverage-guided
-atheris run over all targets at once (bench/fuzz.py --seconds N for the long runs).
+atheris run over all targets at once (bench/reliability/fuzz.py --seconds N for the long runs).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "reliability"))
 import fuzz  # noqa: E402
 
 REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"

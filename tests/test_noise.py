@@ -1,4 +1,4 @@
-"""bench/locomo_noise.py: the injection schedule, the distractor pools, and a deterministic run
+"""bench/quality/locomo_noise.py: the injection schedule, the distractor pools, and a deterministic run
 end to end (real MiniLM) on a small LoCoMo-format data set written here."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from conftest import ROOT, SHARED_DATA, needs_shared_data
 
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "quality"))
 
 import locomo_noise as ln  # noqa: E402
 from synapse_cli.engine.inputs import Item  # noqa: E402
@@ -87,7 +87,7 @@ def _tiny_data(tmp_path):
 
 def test_run_end_to_end_is_deterministic(tmp_path):
     data = _tiny_data(tmp_path)
-    cmd = [sys.executable, str(ROOT / "bench" / "locomo_noise.py"), "--data", str(data),
+    cmd = [sys.executable, str(ROOT / "bench" / "quality" / "locomo_noise.py"), "--data", str(data),
            "--every", "2", "--m", "2"]
     runs = [json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                       timeout=300).stdout) for _ in range(2)]

@@ -200,7 +200,7 @@ def test_touch_appends_stimulus_spikes_to_every_node_reached(chain):
 
 
 def test_synthetic_store_without_extra_spikes(small_store):
-    """What bench/recall_speed.py runs: records whose only spike is the timestamp."""
+    """What bench/speed/recall_speed.py runs: records whose only spike is the timestamp."""
     assert "synaptic" in MODES
     with Store.open(small_store.path) as store:
         arrays = graphview.build(store)

@@ -1,4 +1,4 @@
-"""Crash and concurrency torture at CI size (bench/torture.py runs the long versions).
+"""Crash and concurrency torture at CI size (bench/reliability/torture.py runs the long versions).
 
 Crash: random ingest / consolidate (fake extractor) / recall / prune --compact / migrate, most
 of them SIGKILLed at a random moment; after each, `verify` passes, every acknowledged record is
@@ -18,7 +18,7 @@ from synapse_cli.engine.store import Store
 
 from conftest import run_cli
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "reliability"))
 import torture  # noqa: E402
 
 

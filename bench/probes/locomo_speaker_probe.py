@@ -1,14 +1,14 @@
 """Probe (not the engine): what if the speaker were matched as metadata instead of embedded?
 
-    python bench/locomo_speaker_probe.py [--data ../shared/data]
+    python bench/probes/locomo_speaker_probe.py [--data ../shared/data]
 
 Ingest embeds "speaker: text". In LoCoMo nearly every question names a speaker, and MiniLM's
 cosine between "What did Caroline research?" and any "Caroline: ..." turn is high, so the name
 swamps the content (the turn that answers is dense rank 23 in conv-26). This probe, on the
-cached plain stores of bench/locomo_build.py, replaces the dense signal by
+cached plain stores of bench/tune/locomo_build.py, replaces the dense signal by
     cos(question, text alone) + w * [the record's speaker is named in the question]
 for questions that name a speaker (others keep the stored cosine), and scores vector, hybrid
-and synapse (engine defaults via bench/locomo_tune.py, activation re-run on the new anchors)
+and synapse (engine defaults via bench/tune/locomo_tune.py, activation re-run on the new anchors)
 with the "prefixed" (stored) and "bare" (text only) embeddings. Prints one JSON object.
 """
 from __future__ import annotations
@@ -23,9 +23,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "quality"))
+sys.path.insert(0, str(ROOT / "bench" / "tune"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
@@ -74,7 +75,7 @@ def main():
                 M[i] = np.isin(spk, hit)
         extra.append((M, named, (Q @ V.T).astype(np.float32)))
     act, fuse = T.engine_defaults()
-    out = {"benchmark": "locomo_speaker_probe", "command": "python bench/locomo_speaker_probe.py "
+    out = {"benchmark": "locomo_speaker_probe", "command": "python bench/probes/locomo_speaker_probe.py "
            + " ".join(sys.argv[1:]), "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
            "questions_naming_a_speaker_pct": round(100 * float(np.mean(
                np.concatenate([e[1] for e in extra]))), 1),

@@ -1,9 +1,9 @@
 """How far past plain cosine can any simple signal take SMRCs?  Prints one JSON object.
 
-    python bench/smrcs_probe.py [--data ../shared/data]
+    python bench/probes/smrcs_probe.py [--data ../shared/data]
 
 Issue 6 asks `--mode synaptic` for 10 points of R-precision above dense retrieval on SMRCs
-(bench/smrcs_recall.py). This probe asks whether the data holds that much signal for a MiniLM
+(bench/quality/smrcs_recall.py). This probe asks whether the data holds that much signal for a MiniLM
 ranker at all: it ranks the 10 past turns of every trigger (the same gold matching as
 smrcs_recall.py, no store, no spike trains) by the trigger's cosine plus one extra signal each,
 over a small grid of weights, and reports each row's R-precision. The grid is chosen on the
@@ -28,9 +28,9 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "quality"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
@@ -103,7 +103,7 @@ def main() -> None:
 
     data = json.loads((Path(args.data) / "smrcs" / "smrcs_en_dev.json").read_text())
     rows = triggers(data, get_embedder())
-    out = {"command": " ".join(["python", "bench/smrcs_probe.py"] + sys.argv[1:]),
+    out = {"command": " ".join(["python", "bench/probes/smrcs_probe.py"] + sys.argv[1:]),
            "triggers": len(rows), "cosine": r_precision(rows, lambda v, k, r: v[:10] @ v[k])}
     grid: dict = {}
     for w in WEIGHTS:

@@ -1,16 +1,16 @@
-"""Agent-use recall suite (bench/agent_use/): does recall serve an agent's everyday questions?
+"""Agent-use recall suite (bench/quality/agent_use/): does recall serve an agent's everyday questions?
 Prints one JSON object.
 
-    python bench/agent_use.py [--half tune|heldout|all] [--only NAME[,NAME]]
+    python bench/quality/agent_use.py [--half tune|heldout|all] [--only NAME[,NAME]]
                               [--modes synapse,vector,hybrid] [--consolidate]
                               [--as-of-field until_ms] [--out FILE]
 
-For each conversation (bench/agent_use/<name>.ndjson, one ingest line per turn; line number =
+For each conversation (bench/quality/agent_use/<name>.ndjson, one ingest line per turn; line number =
 turn id) every line is ingested through the engine API into its own fresh temporary store (one
 `ingest()` call, default IngestConfig, the real embedder), optionally consolidated
 (--consolidate), and reopened read-only; each question of <name>.questions.json is embedded
 once and the same vector handed to `recall()` (k=10, gate on) for each mode, with "now" one day
-after the last turn.  Scores (bench/agent_use/README.md): current_first over "changed" questions,
+after the last turn.  Scores (bench/quality/agent_use/README.md): current_first over "changed" questions,
 top3 / top10 over the answerable ones (changed, two_hop, single), never_rejected and
 false_refusals, and as_of_top1 (recall restricted to the time of an earlier state).  Reported per
 half: tune = personal_assistant + team_chat, heldout = customer_support + family_group; tune on
@@ -28,7 +28,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -38,7 +38,7 @@ from synapse_cli.engine.inputs import item_from_object, parse_timestamp  # noqa:
 from synapse_cli.engine.recall import MODES, RecallConfig, recall  # noqa: E402
 from synapse_cli.engine.store import Store, StoreWriter  # noqa: E402
 
-DATA = ROOT / "bench" / "agent_use"
+DATA = ROOT / "bench" / "quality" / "agent_use"
 HALVES = {"tune": ("personal_assistant", "team_chat"),
           "heldout": ("customer_support", "family_group")}
 HALF_OF = {c: h for h, cs in HALVES.items() for c in cs}
@@ -257,7 +257,7 @@ def main():
     t = time.perf_counter()
     out = run(args)
     out["seconds"] = round(time.perf_counter() - t, 1)
-    out["command"] = "python bench/agent_use.py " + " ".join(sys.argv[1:])
+    out["command"] = "python bench/quality/agent_use.py " + " ".join(sys.argv[1:])
     text = json.dumps(out, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n")

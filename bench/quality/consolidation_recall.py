@@ -1,16 +1,16 @@
 """Does consolidation earn its place? LoCoMo dev recall@10, fresh and consolidated, in one run.
 
-    python bench/consolidation_recall.py [--data ../shared/data] [--limit-conv N]
+    python bench/quality/consolidation_recall.py [--data ../shared/data] [--limit-conv N]
         [--model other.gguf] [--tag NAME] [--cons-from DIR]
 
 Per development conversation: every turn is ingested into a fresh temporary store (exactly as
-bench/locomo_recall.py does); that store is recalled from as it is (`fresh`), then a copy of it
+bench/quality/locomo_recall.py does); that store is recalled from as it is (`fresh`), then a copy of it
 is consolidated with the real extractor (packaged SmolLM2-135M, or `--model`) and recalled from
 again, with the ablations below. The consolidated copy is kept under
 bench/out/consolidation_stores/<tag>/<sample_id>/ (gitignored; tag = model file name + the
 extractor's prompt version unless --tag) and reused by a rerun, so the ablations cost no new
 consolidation. `--cons-from DIR` recalls from stores built elsewhere
-(DIR/<sample_id>/cons/store, e.g. bench/out/locomo_stores from bench/locomo_build.py) instead.
+(DIR/<sample_id>/cons/store, e.g. bench/out/locomo_stores from bench/tune/locomo_build.py) instead.
 
 Every row uses the default RecallConfig (synapse mode, gated, k = 30) and one query vector per
 question. Rows on the consolidated stores (the engine's arrays built with one change each):
@@ -28,7 +28,7 @@ question. Rows on the consolidated stores (the engine's arrays built with one ch
   with-hubs / hubs-0.05   RecallConfig.hub_share 1.0 (speaker nodes carry activation) / 0.05;
   pagerank-0.2            RecallConfig.lambda_pr 0.2 (the seed's PageRank weight; default 0).
 Metric: evidence recall@10 in percent over categories 1-4 (question-weighted) and per category,
-as bench/locomo_recall.py computes it; a rejected query scores 0. Prints one JSON object.
+as bench/quality/locomo_recall.py computes it; a rejected query scores 0. Prints one JSON object.
 """
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "quality"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402

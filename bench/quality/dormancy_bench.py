@@ -1,9 +1,9 @@
 """Dormancy (seed 000 node garbage collection) on the LoCoMo dev conversations.
 
-    python bench/dormancy_bench.py [--data ../shared/data] [--convs 5] [--windows 10]
+    python bench/quality/dormancy_bench.py [--data ../shared/data] [--convs 5] [--windows 10]
                                    [--epsilon 0.01]
 
-Per conversation: a copy of the plain store bench/locomo_build.py built (every turn ingested),
+Per conversation: a copy of the plain store bench/tune/locomo_build.py built (every turn ingested),
 plus the extraction cache of its consolidated store when there is one (the real model's results
 for the same windows: a cache hit costs no model call; a miss runs the packaged SmolLM2), is
 consolidated with the engine (`api.run_consolidate`, real MiniLM embedder, real extractor) with
@@ -27,9 +27,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "quality"))
+sys.path.insert(0, str(ROOT / "bench" / "tune"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from locomo_build import OUT as STORES, log  # noqa: E402  (the stores locomo_build.py built)
@@ -87,7 +88,7 @@ def run(args) -> dict:
         sid = conv["sample_id"]
         plain = STORES / sid / "plain" / "store"
         if not (plain.parent / "ok").exists():
-            raise SystemExit(f"{plain}: not built; run bench/locomo_build.py")
+            raise SystemExit(f"{plain}: not built; run bench/tune/locomo_build.py")
         with tempfile.TemporaryDirectory(prefix="synapse-dormancy-") as tmp:
             path = Path(tmp) / "store"
             shutil.copytree(plain, path)

@@ -1,16 +1,16 @@
 """Issue 10's evaluation in one command: LoCoMo recall on fresh and on consolidated stores, the
 gate, the noise protocol, then docs/RESULTS.md.  Prints one JSON object.
 
-    python bench/evaluate.py [--data ../shared/data] [--verify]
+    python bench/quality/evaluate.py [--data ../shared/data] [--verify]
 
 Steps (each a benchmark of its own, run as a subprocess; each JSON also kept in bench/out/):
-  1. locomo_build.py --consolidate   ingest + consolidate every conversation with the default
-                                     local model (cached in bench/out/locomo_stores: a rerun on
-                                     the same data costs nothing);
-  2. locomo_recall.py [--verify]     fresh stores: every mode, ablation and baseline, the gate;
-  3. locomo_recall.py --stores cons  the same over the consolidated stores;
-  4. locomo_noise.py                 seed 003's clean-vs-noisy protocol;
-  5. results_md.py                   docs/RESULTS.md from those files.
+  1. tune/locomo_build.py --consolidate   ingest + consolidate every conversation with the default
+                                          local model (cached in bench/out/locomo_stores: a
+                                          rerun on the same data costs nothing);
+  2. quality/locomo_recall.py [--verify]  fresh stores: every mode, ablation and baseline, gate;
+  3. quality/locomo_recall.py --stores cons  the same over the consolidated stores;
+  4. quality/locomo_noise.py              seed 003's clean-vs-noisy protocol;
+  5. report.py results                    docs/RESULTS.md from those files.
 Deterministic: fixed seeds, cached extraction, one query vector per question.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "out"
 
 
@@ -52,15 +52,15 @@ def main() -> None:
     t = time.perf_counter()
     result = {
         "benchmark": "evaluate",
-        "build": step("build", ["locomo_build.py", "--consolidate", *data],
+        "build": step("build", ["tune/locomo_build.py", "--consolidate", *data],
                       OUT / "locomo_build.json"),
-        "recall": step("recall", ["locomo_recall.py", *data, *(["--verify"] if a.verify else [])],
+        "recall": step("recall", ["quality/locomo_recall.py", *data, *(["--verify"] if a.verify else [])],
                        OUT / "locomo_recall.json"),
-        "recall_consolidated": step("recall cons", ["locomo_recall.py", "--stores", "cons", *data],
+        "recall_consolidated": step("recall cons", ["quality/locomo_recall.py", "--stores", "cons", *data],
                                     OUT / "locomo_recall_cons.json"),
-        "noise": step("noise", ["locomo_noise.py", *data], OUT / "locomo_noise.json"),
+        "noise": step("noise", ["quality/locomo_noise.py", *data], OUT / "locomo_noise.json"),
     }
-    step("results", ["results_md.py", "--noise", str(OUT / "locomo_noise.json")], None)
+    step("results", ["report.py", "results", "--noise", str(OUT / "locomo_noise.json")], None)
     result["total_s"] = round(time.perf_counter() - t, 1)
     print(json.dumps(result, indent=1))
 

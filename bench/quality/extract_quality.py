@@ -1,4 +1,4 @@
-"""Extraction quality on the hand-annotated LoCoMo windows of bench/extract_gold*.json.
+"""Extraction quality on the hand-annotated LoCoMo windows of bench/quality/extract_gold*.json.
 
 Runs the real extractor (`LlamaExtractor.extract`, the call `consolidate` makes on a cache miss;
 no cache is involved) on every gold window and prints one JSON object: micro precision / recall /
@@ -6,12 +6,12 @@ F1 of entity names and of name+type, hallucinated names (not in the window text;
 seconds, turns per second, tokens generated, load average; for the tune split
 (extract_gold.json, the windows the rules and thresholds were chosen on) and the held-out split
 (extract_gold_heldout.json, annotated before any tuning) separately. Per-window details go to
-bench/out/extract_quality.json. Annotation guideline and matching rule: bench/README_extract.md.
+bench/out/extract_quality.json. Annotation guideline and matching rule: bench/quality/README_extract.md.
 
-    python bench/extract_quality.py --data ../shared/data
-    python bench/extract_quality.py --data ../shared/data --no-salience    # the x2 candidate rule
-    python bench/extract_quality.py --data ../shared/data --sweep 0.25,0.3,0.35,0.4  # no model
-    python bench/extract_quality.py --data ../shared/data --model other.gguf --limit 10
+    python bench/quality/extract_quality.py --data ../shared/data
+    python bench/quality/extract_quality.py --data ../shared/data --no-salience    # the x2 candidate rule
+    python bench/quality/extract_quality.py --data ../shared/data --sweep 0.25,0.3,0.35,0.4  # no model
+    python bench/quality/extract_quality.py --data ../shared/data --model other.gguf --limit 10
 """
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from synapse_cli.models.extractor import (CANDIDATE_POOL, LlamaExtractor,  # noqa: E402
                                           candidate_spans, window_text)
 from synapse_cli.models.salience import is_name_like, salience  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-GOLDS = {"tune": ROOT / "bench" / "extract_gold.json",
-         "heldout": ROOT / "bench" / "extract_gold_heldout.json"}
+ROOT = Path(__file__).resolve().parents[2]
+GOLDS = {"tune": ROOT / "bench" / "quality" / "extract_gold.json",
+         "heldout": ROOT / "bench" / "quality" / "extract_gold_heldout.json"}
 _LEAD = re.compile(r"^(?:a|an|the|my|your|his|her|our|their|this|that|these|those|some)\s+")
 
 

@@ -1,7 +1,7 @@
 """HotpotQA supporting-passage recall of `ecphory` against `vector`, `bm25` and `synapse`, in one
 run on one store.  Prints one JSON object; progress on stderr.
 
-    python bench/hotpotqa_recall.py [--data ../shared/data] [--reuse] [--limit N]
+    python bench/quality/hotpotqa_recall.py [--data ../shared/data] [--reuse] [--limit N]
                                     [--cues rules,model] [--ablations] [--threads 2]
 
 Store (bench/out/hotpotqa/store, gitignored): every passage of the 994-title corpus becomes a
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

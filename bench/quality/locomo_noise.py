@@ -1,12 +1,12 @@
 """Noise robustness on LoCoMo (seed 003's clean-vs-noisy protocol).  Prints one JSON object.
 
-    python bench/locomo_noise.py [--data ../shared/data] [--source hotpot,conv] [--every 5]
+    python bench/quality/locomo_noise.py [--data ../shared/data] [--source hotpot,conv] [--every 5]
                                  [--m 5] [--seed 0] [--goal-threshold 0.1] [--limit-conv N]
                                  [--session same|own]
 
 Per development conversation and per condition, a fresh store is built with the engine's
 `ingest()` (default IngestConfig apart from the goal), then every question is recalled in each
-mode (`synapse` with its gate, `vector`, `bm25`, `hybrid`), as bench/locomo_recall.py does:
+mode (`synapse` with its gate, `vector`, `bm25`, `hybrid`), as bench/quality/locomo_recall.py does:
 
   clean            the conversation's turns only;
   noisy-<source>   the same write stream with distractors injected on a fixed schedule: after
@@ -39,9 +39,9 @@ import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "quality"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
@@ -285,7 +285,7 @@ def main():
     out = run(args)
     out["timing"] = {"total_s": round(time.perf_counter() - t, 1), "cpus": os.cpu_count(),
                      "loadavg_1m_at_start_and_end": [load0, round(os.getloadavg()[0], 2)]}
-    out["command"] = "python bench/locomo_noise.py " + " ".join(sys.argv[1:])
+    out["command"] = "python bench/quality/locomo_noise.py " + " ".join(sys.argv[1:])
     out["date_utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     print(json.dumps(out, indent=1))
 

@@ -1,6 +1,6 @@
 """LoCoMo evidence recall of every recall mode and ablation, in one run.  Prints one JSON object.
 
-    python bench/locomo_recall.py [--data ../shared/data] [--tau-gate 0.12] [--limit-conv N]
+    python bench/quality/locomo_recall.py [--data ../shared/data] [--tau-gate 0.12] [--limit-conv N]
                                   [--verify] [--stores fresh|plain|cons]
 
 For each development conversation: every turn is ingested through the engine API into its own
@@ -15,7 +15,7 @@ gate rejects returns nothing and scores 0; `ungated` is the same mode with the g
 off.  Category 5 is scored as the gate's rejection rate together with the false-refusal rate
 on categories 1-4, then tau is calibrated on this data (the default in code is not changed).
 
-`--stores cons` recalls from the consolidated stores bench/locomo_build.py --consolidate built
+`--stores cons` recalls from the consolidated stores bench/tune/locomo_build.py --consolidate built
 (bench/out/locomo_stores/<sample_id>/cons/store, opened read-only) instead of ingesting afresh;
 `plain` from its ingest-only copies.
 
@@ -39,7 +39,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -361,10 +361,10 @@ def run(args) -> dict:
                 with StoreWriter.open(path, create=True) as w:
                     res = ingest(w, items, timed, IngestConfig())
                 c = res.counts()
-            else:  # built once by bench/locomo_build.py
+            else:  # built once by bench/tune/locomo_build.py
                 path = ROOT / "bench" / "out" / "locomo_stores" / sid / args.stores / "store"
                 if not (path.parent / "ok").exists():
-                    raise SystemExit(f"{path}: not built; run bench/locomo_build.py"
+                    raise SystemExit(f"{path}: not built; run bench/tune/locomo_build.py"
                                      + (" --consolidate" if args.stores == "cons" else ""))
                 c = {"stored": None, "duplicate": sum(len(v) - 1 for v in alias.values())}
             ingest_s += time.perf_counter() - t
@@ -498,7 +498,7 @@ def run(args) -> dict:
                       "default IngestConfig; session = '{sample_id}:session_N'; timestamp = "
                       "session_N_date_time (UTC)") if args.stores == "fresh" else (
                 f"bench/out/locomo_stores/<sample_id>/{args.stores}/store from "
-                "bench/locomo_build.py (the same ingest"
+                "bench/tune/locomo_build.py (the same ingest"
                 + (", then consolidated with the packaged SmolLM2-135M extractor; a semantic "
                    "node returned credits no turn)" if args.stores == "cons" else ")")),
             "now_ms": "the conversation's last session time (questions asked right after it)",
@@ -535,7 +535,7 @@ def main():
     p.add_argument("--limit-conv", type=int, default=0, help="only the first N conversations")
     p.add_argument("--stores", choices=("fresh", "plain", "cons"), default="fresh",
                    help="fresh: ingest each conversation now (default); plain/cons: the stores "
-                        "bench/locomo_build.py built (cons = consolidated)")
+                        "bench/tune/locomo_build.py built (cons = consolidated)")
     p.add_argument("--verify", action="store_true",
                    help="also score the second rejection stage (the local model)")
     args = p.parse_args()
@@ -545,7 +545,7 @@ def main():
     out["timing"]["total_s"] = round(time.perf_counter() - t, 1)
     out["timing"]["loadavg_1m_at_start_and_end"] = [load0, round(os.getloadavg()[0], 2)]
     out["timing"]["cpus"] = os.cpu_count()
-    out["command"] = "python bench/locomo_recall.py " + " ".join(sys.argv[1:])
+    out["command"] = "python bench/quality/locomo_recall.py " + " ".join(sys.argv[1:])
     out["date_utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     print(json.dumps(out, indent=1))
 

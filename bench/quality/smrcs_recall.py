@@ -1,6 +1,6 @@
 """SMRCs (seed 001's own benchmark): R-precision and ERC of `synaptic`, `vector` and `synapse`.
 
-    python bench/smrcs_recall.py [--data ../shared/data] [--limit N] [--timeline conversation]
+    python bench/quality/smrcs_recall.py [--data ../shared/data] [--limit N] [--timeline conversation]
                                  [--propagation centroid|original] [--set KEY=VALUE]
                                  [--embedder-dir DIR] [--out bench/out/smrcs_recall.json]
 
@@ -47,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -224,7 +224,7 @@ def main() -> None:
     for sec in data:
         rows += run_section(sec, embedder, args.timeline, cfgs, counts)
         log(f"section {sec['_index']}: {len(rows)} triggers so far")
-    out = {"command": " ".join(["python", "bench/smrcs_recall.py"] + sys.argv[1:]),
+    out = {"command": " ".join(["python", "bench/quality/smrcs_recall.py"] + sys.argv[1:]),
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "embedder": embedder.name, "sections": len(data), "triggers": len(rows),
            "timeline": args.timeline, "synaptic_config": dataclasses.asdict(sc),

@@ -1,7 +1,7 @@
 """Filter exactness over random stores: no recall result, and no record on an --explain path
 of a tag or time filter, outside the filter the caller asked for. Prints one JSON object.
 
-    python bench/filter_leaks.py [--stores 20] [--queries 60]
+    python bench/reliability/filter_leaks.py [--stores 20] [--queries 60]
 
 Each store: 80-160 episodes from api.ingest (FakeEmbedder: BM25 postings, temporal edges,
 speaker/session tags) with 0-3 tags from a pool of 43 (user:0..39 among them), 12 semantic
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -12,9 +12,9 @@ covers runs of about 10 minutes. Seeds are the files of a small
 real store (ingested, consolidated with the fake extractor, compacted, with BM25 postings,
 ingest index and a CSR snapshot), so the fuzzer starts from valid files.
 
-    python bench/fuzz.py --seconds 600                   # every target, 600 s each
-    python bench/fuzz.py --target store --seconds 3600
-    python bench/fuzz.py --replay tests/fuzz_regressions # replay saved inputs in-process
+    python bench/reliability/fuzz.py --seconds 600                   # every target, 600 s each
+    python bench/reliability/fuzz.py --target store --seconds 3600
+    python bench/reliability/fuzz.py --replay tests/fuzz_regressions # replay saved inputs in-process
 
 Findings are copied to tests/fuzz_regressions/<target>-<sha1>.bin (tests/test_fuzz.py replays
 them). Prints one JSON object.
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 REGRESSIONS = TESTS / "fuzz_regressions"
 DIM = 384

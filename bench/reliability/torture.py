@@ -17,9 +17,9 @@ consolidator and a compactor on one store for a fixed time; then the same checks
 reader exited with an error, and the writer lock waits (measured inside each writer) stayed
 below --lock-timeout.
 
-    python bench/torture.py --trials 500                # crash torture, long run
-    python bench/torture.py --seconds 600 --real-model  # consolidate with SmolLM2 (CLI)
-    python bench/torture.py --concurrency 120           # concurrency run
+    python bench/reliability/torture.py --trials 500                # crash torture, long run
+    python bench/reliability/torture.py --seconds 600 --real-model  # consolidate with SmolLM2 (CLI)
+    python bench/reliability/torture.py --concurrency 120           # concurrency run
 
 Prints one JSON object. tests/test_torture.py runs both at CI size.
 """
@@ -39,7 +39,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 SYNAPSE = Path(sys.executable).with_name("synapse")
 NAMES = ["Caroline", "Melanie", "Maya", "Berlin", "Dolomites", "Pixel", "Blue Bottle", "Oslo",

@@ -1,6 +1,6 @@
 """BM25 index vs rank-bm25: score agreement and query latency, printed as one JSON object.
 
-    python bench/bm25_bench.py --data ../shared/data [--synthetic 100000] [--ref-queries 30]
+    python bench/speed/bm25_bench.py --data ../shared/data [--synthetic 100000] [--ref-queries 30]
 
 LoCoMo dev: every turn of the 5 conversations as one corpus, every question as a query. Then a
 synthetic corpus of `--synthetic` documents (LoCoMo turns sampled with replacement, seed 0).
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from rank_bm25 import BM25Okapi  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Embedding benchmark: torch-free numpy MiniLM vs sentence-transformers.
 
-    .venv/bin/python bench/embed_bench.py [--data ../shared/data] [--cold-runs 7]
+    .venv/bin/python bench/speed/embed_bench.py [--data ../shared/data] [--cold-runs 7]
 
 Prints ONE JSON object on stdout (progress goes to stderr):
 
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def log(msg: str) -> None:

@@ -1,10 +1,10 @@
 """Export and import throughput (records/s), against plain ingest of the same texts in the same
 run.  Prints one JSON object; progress on stderr.
 
-    nice python bench/export_speed.py [--export-records 100000] [--import-records 10000]
+    nice python bench/speed/export_speed.py [--export-records 100000] [--import-records 10000]
                                       [--keep DIR]
 
-1. A synthetic store of --export-records records (bench/recall_speed.py `build`: random unit
+1. A synthetic store of --export-records records (bench/speed/recall_speed.py `build`: random unit
    vectors, random timestamps, temporal chains, BM25 over Zipf-distributed words) is exported
    (`api.export` to a file: reading every header and payload body, JSON lines).
 2. The first --import-records records of that export (header counts adjusted, edges among them
@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "speed"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402

@@ -1,8 +1,8 @@
 """Extraction throughput: turns per second of the default extractor (SmolLM2-135M, 2 threads) on
 windows of 5 turns; target >= 3 turns/s (<= 1.6 s per window). Prints one JSON object.
 
-    python bench/extract_bench.py                          # fixtures/demo.ndjson
-    python bench/extract_bench.py --data ../shared/data/locomo/locomo_dev.json --conv 0
+    python bench/speed/extract_bench.py                          # fixtures/demo.ndjson
+    python bench/speed/extract_bench.py --data ../shared/data/locomo/locomo_dev.json --conv 0
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from synapse_cli.models.extractor import LlamaExtractor  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_turns(path: Path, conv: int) -> list[list[str]]:

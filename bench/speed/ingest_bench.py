@@ -1,6 +1,6 @@
 """Ingest speed: batch throughput against sentence-transformers, and a fresh process's start.
 
-    .venv/bin/python bench/ingest_bench.py [--data ../shared/data]
+    .venv/bin/python bench/speed/ingest_bench.py [--data ../shared/data]
 
 Prints one JSON object:
 - batch: the five LoCoMo dev conversations ingested through the engine (embedding, BM25,
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from synapse_cli.engine.ingest import IngestConfig, ingest, retrieval_text  # noqa: E402

@@ -1,6 +1,6 @@
 """Kernel micro-benchmark: compile time apart from run time.  Prints one JSON object.
 
-    python bench/kernel_bench.py [--records 100000] [--dim 384] [--nodes 100000] [--deg 10]
+    python bench/speed/kernel_bench.py [--records 100000] [--dim 384] [--nodes 100000] [--deg 10]
 
 Compile times are measured against a fresh, empty numba cache directory (true compiles), and
 the cost of loading the same kernels back from that cache is measured in a child process.
@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 CACHE_DIR = tempfile.mkdtemp(prefix="synapse-kbench-")
 os.environ["NUMBA_CACHE_DIR"] = CACHE_DIR  # before numba is imported

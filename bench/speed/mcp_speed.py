@@ -1,7 +1,7 @@
 """`synapse mcp` speed: warm recall over MCP against the CLI's cold start, remember throughput,
 and the server's resident memory, on one 10k-record store in one run. Prints JSON.
 
-    python bench/mcp_speed.py [--records 10000] [--queries 100] [--out FILE]
+    python bench/speed/mcp_speed.py [--records 10000] [--queries 100] [--out FILE]
 
 The store is recall_speed.py's synthetic one (random vectors, Zipf texts, temporal chains).
 The server is a real `synapse mcp` subprocess driven by the MCP SDK's client over stdio; each
@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "speed"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import anyio  # noqa: E402

@@ -1,8 +1,8 @@
 """Prune + compaction on a synthetic store.  Prints one JSON object; progress on stderr.
 
-    python bench/prune_bench.py [--records 100000] [--fraction 0.5] [--purge] [--keep DIR]
+    python bench/speed/prune_bench.py [--records 100000] [--fraction 0.5] [--purge] [--keep DIR]
 
-Builds a store like bench/recall_speed.py (random unit vectors, texts over a Zipf vocabulary
+Builds a store like bench/speed/recall_speed.py (random unit vectors, texts over a Zipf vocabulary
 with BM25 postings, temporal chains linked both ways) plus an ingest index, then in this
 process: selects the older half with the `before` policy (`engine.maintenance.prune.select`), moves it to
 the trash (in-place tombstones, `prune.trash`), and compacts (`prune.compact`, or purge with
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -33,7 +33,8 @@ def log(*a):
 
 
 def _recall_speed():
-    spec = importlib.util.spec_from_file_location("recall_speed", ROOT / "bench" / "recall_speed.py")
+    spec = importlib.util.spec_from_file_location("recall_speed",
+                                                  ROOT / "bench" / "speed" / "recall_speed.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -1,6 +1,6 @@
 """Recall speed on synthetic stores.  Prints one JSON object; progress on stderr.
 
-    python bench/recall_speed.py [--records 10000,100000[,1000000]] [--queries 60]
+    python bench/speed/recall_speed.py [--records 10000,100000[,1000000]] [--queries 60]
                                  [--bm25-max 1000000] [--keep DIR]
 
 Per size: a synthetic store (random unit vectors, quantised by the store; random timestamps over
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -1,9 +1,9 @@
 """Latency of every recall mode on a clustered store with engrams, and of `--mode synaptic` when
 the stimulus reaches many records.  Prints one JSON object.
 
-    python bench/synaptic_speed.py [--records 100000] [--cluster 50] [--queries 20]
+    python bench/speed/synaptic_speed.py [--records 100000] [--cluster 50] [--queries 20]
 
-bench/recall_speed.py times every mode on random unit vectors, where almost nothing passes
+bench/speed/recall_speed.py times every mode on random unit vectors, where almost nothing passes
 cos_th (0.26) and the stimulus stops at the first layer. Real memories come in topics. This
 store has the same size but clustered vectors: `--cluster` records around each random centre
 (cosine ~0.5 to it, ~0.25 to each other), random timestamps over two years, timestamp spikes only.
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

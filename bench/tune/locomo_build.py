@@ -1,10 +1,10 @@
-"""Build (once) and cache the LoCoMo dev stores that bench/locomo_tune.py sweeps over.
+"""Build (once) and cache the LoCoMo dev stores that bench/tune/locomo_tune.py sweeps over.
 
-    python bench/locomo_build.py [--data ../shared/data] [--consolidate] [--threads 2]
+    python bench/tune/locomo_build.py [--data ../shared/data] [--consolidate] [--threads 2]
 
 Per conversation, under bench/out/locomo_stores/<sample_id>/ (gitignored):
   plain/  every turn ingested through the engine API (one `ingest()`, default IngestConfig),
-          exactly as bench/locomo_recall.py does it;
+          exactly as bench/quality/locomo_recall.py does it;
   cons/   a copy of plain/ consolidated with the real extractor (engine `consolidate()` via
           `synapse_cli.api.run_consolidate`, packaged SmolLM2-135M), only with --consolidate.
 A store that is already there is reused, so a rerun is instant (unless it was built from another
@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "quality"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 OUT = ROOT / "bench" / "out" / "locomo_stores"

@@ -1,15 +1,15 @@
 """Fast LoCoMo sweep of recall fusion and activation choices, in-sample and leave-one-conversation-out.
 
-    python bench/locomo_tune.py [--data ../shared/data] [--stores plain|cons|both] [--quick]
+    python bench/tune/locomo_tune.py [--data ../shared/data] [--stores plain|cons|both] [--quick]
 
-Uses the stores cached by bench/locomo_build.py (bench/out/locomo_stores/, gitignored). For each
+Uses the stores cached by bench/tune/locomo_build.py (bench/out/locomo_stores/, gitignored). For each
 conversation and store variant, every question is embedded once (cached) and the per-record
 signals that do not depend on activation parameters are computed once with the engine's own
 functions (`scan.scan_records`: cosine, decay, importance; `recall._bm25`; PageRank as
 `compute_signals` does it); spreading activation is the engine kernel, run once per question
 per activation-parameter set. Fusion weights and structural choices are then swept in numpy.
 
-Metric as bench/locomo_recall.py: evidence recall@k (gold dia_ids in the top k / gold), mean
+Metric as bench/quality/locomo_recall.py: evidence recall@k (gold dia_ids in the top k / gold), mean
 over the answerable questions of categories 1-4, question-weighted; the gate is off here
 (it rejects only queries with no anchor; see locomo_recall.py for the gated numbers).
 
@@ -30,9 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "quality"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
@@ -629,7 +629,7 @@ def main():
     variants = [v for v in variants
                 if all((STORES / c["sample_id"] / v / "ok").exists() for c in data)]
     out = {"benchmark": "locomo_tune", "variants": variants, "stages": [],
-           "command": "python bench/locomo_tune.py " + " ".join(sys.argv[1:]),
+           "command": "python bench/tune/locomo_tune.py " + " ".join(sys.argv[1:]),
            "excluded_choices": sorted(EXCLUDE),
            "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cpus": os.cpu_count()}
     for variant in variants:

@@ -1,7 +1,7 @@
 """Seed 001's hyperparameter search (its appendix B), run on SMRCs: how far can the nine
 SynapticRAG parameters move `synaptic` against `vector`?
 
-    python bench/smrcs_tune.py [--data ../shared/data] [--trials 80] [--seed 0]
+    python bench/tune/smrcs_tune.py [--data ../shared/data] [--trials 80] [--seed 0]
                                [--out bench/out/smrcs_tune.json]
 
 The seed tuned cos_th, v_th, stim_th, tau_init, v_rest, i_rest, tau_scale, t_scale and p_scale
@@ -10,7 +10,7 @@ below: the seed's Figure 3 ranges for the three thresholds, a factor of about 4 
 Table 4 for the others) on the even-numbered sections of smrcs_en_dev.json, with the issue's
 metric, R-precision, as the objective; then it runs the best setting and the Table 4 defaults,
 with `vector` and `synapse` beside them, on the odd-numbered sections it never saw. Each trial
-replays the sections through the real store exactly as bench/smrcs_recall.py does.
+replays the sections through the real store exactly as bench/quality/smrcs_recall.py does.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))
 from smrcs_recall import MODES, ROOT, log, run_section, score  # noqa: E402
 
 from synapse_cli.engine.recall import RecallConfig  # noqa: E402
@@ -92,7 +92,7 @@ def main() -> None:
         log(f"trial {n + 1}/{args.trials}: {trials[-1]['score']['synaptic']['r_precision']}"
             f" (best {best})")
     best = max(trials, key=lambda t: t["score"]["synaptic"]["r_precision"])
-    out = {"command": " ".join(["python", "bench/smrcs_tune.py"] + sys.argv[1:]),
+    out = {"command": " ".join(["python", "bench/tune/smrcs_tune.py"] + sys.argv[1:]),
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "embedder": embedder.name, "space": SPACE, "trials": len(trials),
            "tune_sections": [s["_index"] for s in tune],
