@@ -1,4 +1,4 @@
-"""recall --verify (engine/answer_check.py): the prompt, the reject rule, the real llama.cpp
+"""recall --verify (engine/recall/answer_check.py): the prompt, the reject rule, the real llama.cpp
 model's yes/no log-odds, and the CLI flag end to end. How well the model separates answerable
 from unanswerable questions is measured by bench/quality/locomo_recall.py --verify, not asserted here."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The gate's attribution check (engine/attribution.py): its rules, and recall with the real
+"""The gate's attribution check (engine/recall/attribution.py): its rules, and recall with the real
 embedder refusing a question about the wrong person while answering the right one."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Current facts first, chatter last (engine/currency.py) and the gate's topic check
-(engine/topic.py), on small real stores (FakeEmbedder: texts that share words are close)."""
+"""Current facts first, chatter last (engine/recall/currency.py) and the gate's topic check
+(engine/recall/topic.py), on small real stores (FakeEmbedder: texts that share words are close)."""
 from __future__ import annotations
 
 import pytest

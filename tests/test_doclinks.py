@@ -1,4 +1,4 @@
-"""Document engrams and links (engine/doclinks.py): names matched in text, the nodes and edges
+"""Document engrams and links (engine/consolidate/doclinks.py): names matched in text, the nodes and edges
 consolidation makes for a corpus, idempotence, and ecphory's hop along the links."""
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ on categories 1-4, then tau is calibrated on this data (the default in code is n
 `plain` from its ingest-only copies.
 
 With --verify, every query the gate lets through in `synapse` mode is also scored by the second
-rejection stage (engine/answer_check.py: the local model's log P(yes) - log P(no) that the top
+rejection stage (engine/recall/answer_check.py: the local model's log P(yes) - log P(no) that the top
 memories explicitly mention what the query asks); reported at the configured threshold, at the
 threshold calibrated in-sample and calibrated leave-one-conversation-out, with its latency.
 """
@@ -71,7 +71,7 @@ def modes(tau: float) -> dict[str, RecallConfig]:
     out["no-speaker"] = dataclasses.replace(base, lambda_speaker=0.0)  # no speaker focus
     out["exact-words"] = dataclasses.replace(base, variant_weight=0.0)  # no BM25 conflation
     out["with-hubs"] = dataclasses.replace(base, hub_share=1.0)  # hub nodes carry activation
-    # current facts first (engine/currency.py) and the gate's topic check (engine/topic.py)
+    # current facts first (engine/recall/currency.py) and the gate's topic check (engine/recall/topic.py)
     out["no-chatter"] = dataclasses.replace(base, lambda_chatter=0.0)
     out["no-superseded"] = dataclasses.replace(base, lambda_superseded=0.0)
     out["no-topic"] = dataclasses.replace(base, topic_check=False)
@@ -224,7 +224,7 @@ def refusal_rates(recs: list[dict], refused, recall_of, recall_key: str) -> dict
 
 
 def attribution_report(recs: list[dict], tau: float) -> dict:
-    """The gate's attribution check (engine/attribution.py): rejection of category 5, false
+    """The gate's attribution check (engine/recall/attribution.py): rejection of category 5, false
     refusals on 1-4 and recall@10 at the configured margin, along a curve of margins, and with
     the margin calibrated in-sample and leave-one-conversation-out (the largest rejection with
     <= 5% of 1-4 refused by the whole gate; reject iff margin > tau), as verify_report does
@@ -297,7 +297,7 @@ def verify_report(recs: list[dict], threshold: float, memories: int, lat: list[f
     for conv in convs if len(convs) > 1 else []:
         loco_tau[conv] = fit([r for r in recs if r["conv"] != conv])["tau"]
     return {
-        "what": "second rejection stage (engine/answer_check.py) after the gate, synapse mode: "
+        "what": "second rejection stage (engine/recall/answer_check.py) after the gate, synapse mode: "
                 "reject iff log P(yes) - log P(no) < threshold",
         "memories_shown": memories,
         "checked": int(sum(1 for r in recs if "verify_score" in r)),

@@ -149,7 +149,7 @@ def recall_section(r: dict) -> list[str]:
 
 def attribution_section(a: dict) -> list[str]:
     c, lo = a["configured"], a["calibrated_loco"]
-    L = ["### The gate's attribution check (engine/attribution.py)", ""]
+    L = ["### The gate's attribution check (engine/recall/attribution.py)", ""]
     L += [f"Rule: {a['rule']}. It gives a verdict on {a['share_with_a_verdict']['cat5']}% of "
           f"category 5 and {a['share_with_a_verdict']['1_4']}% of categories 1-4 (one speaker "
           "of the top memories named, some statement matching). "

@@ -13,7 +13,7 @@ centroid variant (appendix D) one per layer. So that `ecphory` searches real eng
 default mode has a graph to spread over, each cluster is also a document: its records carry
 `source` "doc C", and a semantic node "doc C [TYPE] document" (vector: the centre) is linked to
 them by ABSTRACTION edges both ways (weight 1), and to the first record of the next cluster
-(weight 0.8), as consolidation links a document and a chunk that names it (engine/doclinks.py).
+(weight 0.8), as consolidation links a document and a chunk that names it (engine/consolidate/doclinks.py).
 Warm recall with the query vector given (embedding excluded), every mode on the same queries;
 median and p90 in ms, and for synaptic the mean number of records stimulated.
 """

@@ -172,7 +172,7 @@ SETTINGS: tuple[Setting, ...] = (
       "recall", choices=("rules", "model")),
     S("ecphory", "cue_model", str, None, "GGUF for cues = model (default: $SYNAPSE_MODEL, else "
       "the packaged SmolLM2-135M)", "recall"),
-    # recall --mode synaptic (seed 001; defaults from its Table 4; engine/synaptic.py)
+    # recall --mode synaptic (seed 001; defaults from its Table 4; engine/recall/synaptic.py)
     S("synaptic", "cos_th", float, 0.26, "cosine a node needs to the query or to a parent to "
       "receive stimulus (eqs. 10-11)", None, -1, 1),
     S("synaptic", "stim_th", float, 0.04, "stimulus a node needs to pass it on (eq. 9)", None, 0),

@@ -76,7 +76,7 @@ def subgraph(graph: tuple, keep: np.ndarray) -> tuple[np.ndarray, ...]:
 # a weak one. Each ABSTRACTION edge into or out of a semantic node is scaled by
 # log(N / df) / log(N), N = live episodes, df = the node's episodes (1 for df = 1, 0 for a node
 # linked to every episode). Measured on the consolidated LoCoMo dev stores:
-# bench/consolidation_recall.py. False: the weights as stored.
+# bench/quality/consolidation_recall.py. False: the weights as stored.
 SEMANTIC_IDF = True
 IDF_OUT = True  # also scale the node -> episode direction (the fan effect already divides it)
 
@@ -109,7 +109,7 @@ def semantic_idf(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray,
 # The fan effect divides what a record passes on by its out-degree, so every edge consolidation
 # adds to an episode (one per node that names it) thins what it passes to its neighbours in time:
 # on the consolidated LoCoMo dev stores that alone cost more recall than the semantic edges
-# brought (bench/consolidation_recall.py, rows no-fan-compensation and no-semantic-edges). With
+# brought (bench/quality/consolidation_recall.py, rows no-fan-compensation and no-semantic-edges). With
 # this on, an episode's TEMPORAL out-edges are scaled by (out-degree / temporal out-degree): the
 # wave along a session is what it is in a store never consolidated, and the semantic edges add
 # to it. False: the weights as stored.

@@ -9,11 +9,11 @@ Per window of N unconsolidated episodes of one session or source (oldest first):
    into an existing node with the same name or name key, or cosine >= 0.92 between names that
    share a word (EMA of the vector); its description is rebuilt from its relations ("sister of
    Caroline", `role_relations`) and the clause of every episode that names it (`facts`); each
-   document the window reads or names gets a node if it has none (engine/doclinks.py);
+   document the window reads or names gets a node if it has none (engine/consolidate/doclinks.py);
 4. ABSTRACTION edges node <-> each episode that names it, RELATION edges from the extraction,
    ASSOCIATION edges between similar nodes, document links, at most K incoming non-temporal
    edges per node (document nodes excepted);
-5. dormancy (seed 000 3.1, engine/dormancy.py; off by default, `dormancy_windows` 0): the
+5. dormancy (seed 000 3.1, engine/consolidate/dormancy.py; off by default, `dormancy_windows` 0): the
    window's activation is observed over the committed graph and the new state staged into the
    same commit;
 6. commit (nodes, edges, BM25 postings, new payload entries, dormancy state), and only then
@@ -52,7 +52,7 @@ _LEAD = re.compile(r"^(?:a|an|the|my|your|his|her|our|their|this|that|these|thos
 def name_key(name: str) -> str:
     """What makes two names one node: casefolded, whitespace collapsed, one leading article or
     possessive dropped, a plural -s of the last word dropped ("the Dolomites" = "Dolomites",
-    "books" = "book"; the matching rule of bench/README_extract.md)."""
+    "books" = "book"; the matching rule of bench/quality/README_extract.md)."""
     k = _LEAD.sub("", " ".join(name.casefold().split()))
     return k[:-1] if len(k) > 3 and k.endswith("s") and not k.endswith("ss") else k
 
@@ -95,7 +95,7 @@ class ConsolidateConfig:
     dormancy_epsilon: float = 0.01  # seed 000: activation below this is a low window
     # Seed 000: W = 10 low windows in a row archive a node; 0 = never. Default 0: on the
     # consolidated LoCoMo dev stores W = 10 archived most topics of a long conversation and cost
-    # 3.7 points of recall@10 (bench/consolidation_recall.py, row no-dormancy; FORMAT.md 16.1).
+    # 3.7 points of recall@10 (bench/quality/consolidation_recall.py, row no-dormancy; FORMAT.md 16.1).
     dormancy_windows: int = 0
     max_seconds: float | None = None
 
@@ -122,7 +122,7 @@ class ConsolidateResult:
     prune_candidates: int = 0
     archived: int = 0               # nodes archived as dormant by this run
     woken: int = 0                  # archived nodes a window named again
-    document_nodes: int = 0         # nodes made for documents (engine/doclinks.py)
+    document_nodes: int = 0         # nodes made for documents (engine/consolidate/doclinks.py)
     document_links: int = 0         # episode <-> document node links (both directions: 1)
     cache_hits: int = 0
     extract_seconds: float = 0.0
@@ -258,7 +258,7 @@ class NodeIndex:
 
 class InEdges:
     """Incoming non-temporal edges per node, {dst: {(src, type): weight}}, for the top-K rule.
-    Nodes in `exempt` (document nodes, engine/doclinks.py) keep every incoming edge."""
+    Nodes in `exempt` (document nodes, engine/consolidate/doclinks.py) keep every incoming edge."""
 
     def __init__(self, graph: gf.CSRGraph, exempt=frozenset()):
         self.exempt = set(exempt)
@@ -317,7 +317,7 @@ def _append_nodes(w: StoreWriter, nodes: NodeIndex, pending: list) -> None:
 
 
 class Documents:
-    """The documents a run knows (engine/doclinks.py): their names, to find them in text, and
+    """The documents a run knows (engine/consolidate/doclinks.py): their names, to find them in text, and
     the first chunk of each planned one, to describe its node when a window first needs it."""
 
     def __init__(self, windows: list[Window], nodes: NodeIndex):
@@ -411,7 +411,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     touched_existing: dict[int, None] = {}
     window_nodes: dict[str, int] = {}           # casefolded name -> index in `nodes`
     n_existing = len(nodes.ids)
-    # Document nodes first (engine/doclinks.py), so that a name the model also extracts merges
+    # Document nodes first (engine/consolidate/doclinks.py), so that a name the model also extracts merges
     # into them: made when a window first reads or names the document; an entity node of the
     # same name is taken over (marked `document`, rewritten after the commit).
     doc_links = [(ep, src, wt) for ep, text in zip(win.ids, win.texts)
@@ -499,7 +499,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         s, d = window_nodes.get(r["src"].casefold()), window_nodes.get(r["dst"].casefold())
         if s is not None and d is not None and s != d:
             edge(nodes.ids[s], nodes.ids[d], gf.RELATION, r["weight"])
-    # Document links (engine/doclinks.py), after the abstraction edges so that an episode's
+    # Document links (engine/consolidate/doclinks.py), after the abstraction edges so that an episode's
     # own document keeps weight 1 when the model also named it. Every episode of the window,
     # prune candidates too: what a chunk names is a fact about its text, not an extraction.
     linked: set[int] = set()

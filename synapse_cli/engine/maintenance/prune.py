@@ -10,7 +10,7 @@ Policies (combinable; a record is selected when any policy matches, or every one
 - decayed: effective decay (seed 004, `scoring.effective_decay`) x importance below a
   threshold at a time;
 - dormant: semantic nodes that consolidation archived because their activation stayed below
-  epsilon for W windows (seed 000 garbage collection; engine/dormancy.py, FORMAT.md 16);
+  epsilon for W windows (seed 000 garbage collection; engine/consolidate/dormancy.py, FORMAT.md 16);
 - low utility: header utility (storage_strength / 2, CraniMem) below a threshold, or marked
   `prune_candidate` by consolidation (seed 003);
 - before: formed before a time;

@@ -5,7 +5,7 @@ loaded by `models.extractor.LlamaExtractor`) reads the top returned memories and
 is asked whether the memories explicitly mention what the query asks. It does not write an
 answer: the score is log P(yes) - log P(no) of its first answer token (summed over the
 spellings of each word), and the query is rejected when the score is below a threshold that
-bench/locomo_recall.py --verify calibrates. A log-odds with a threshold can be calibrated;
+bench/quality/locomo_recall.py --verify calibrates. A log-odds with a threshold can be calibrated;
 free text from a 135M model cannot (it says "Yes" to almost anything).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ _SYSTEM = ("You check a question against memories. Answer Yes only if the memori
 class VerifyConfig:
     memories: int = 5          # how many of the top results the model reads
     # reject iff log P(yes) - log P(no) < threshold. Calibrated on LoCoMo dev after the gate
-    # (bench/locomo_recall.py --verify): the most category-5 refusals with <= 5% of questions
+    # (bench/quality/locomo_recall.py --verify): the most category-5 refusals with <= 5% of questions
     # 1-4 refused in all is at -1.2, and it adds little (54.0% -> 54.4% of category 5 for
     # 4.3% -> 5.0% of 1-4): the packaged 135M model barely tells the two apart. At 0 it
     # refused 89% of the answerable questions.

@@ -34,7 +34,7 @@ The check, for a query that names exactly one person who speaks in the top `dept
   nodes) count for nobody.
 The query is rejected when the margin is above `threshold`: someone else said it.
 
-Measured on LoCoMo dev (bench/locomo_recall.py, gate section): see README "Evaluation".
+Measured on LoCoMo dev (bench/quality/locomo_recall.py, gate section): see README "Evaluation".
 """
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def _stem(w: str) -> str:
 
 def shared_words(store, arrays, top: np.ndarray, query: str | None = None) -> np.ndarray:
     """bool [n, n]: the two memories share a content word (content_words); with `query`, a
-    content word that is one of its topic words (engine/topic.py): both speak of what the
+    content word that is one of its topic words (engine/recall/topic.py): both speak of what the
     question asks about."""
     bodies = store.bodies(arrays.ids[top])
     words = [content_words(b.get("text"), b.get("speaker")) for b in bodies]

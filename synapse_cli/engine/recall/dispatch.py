@@ -30,11 +30,11 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     t0 = time.perf_counter()
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     arrays = arrays if arrays is not None else graphview.build(store)
-    if cfg.mode == "synaptic":  # seed 001: its own pipeline (engine/synaptic.py)
+    if cfg.mode == "synaptic":  # seed 001: its own pipeline (engine/recall/synaptic.py)
         from . import synaptic
 
         return synaptic.recall(store, query, query_vec, cfg, arrays, now_ms)
-    if cfg.mode == "ecphory":  # seed 002: cue-driven centroid spreading (engine/ecphory.py)
+    if cfg.mode == "ecphory":  # seed 002: cue-driven centroid spreading (engine/recall/ecphory.py)
         from . import ecphory
 
         return ecphory.recall(store, query, query_vec, cfg, arrays, now_ms, embed)

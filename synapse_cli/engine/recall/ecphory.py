@@ -13,13 +13,13 @@ edges. Per query:
  5. the chunks of those engrams through the provenance edges, plus the direct_chunks chunks
     nearest v_r (line 17);
  6. (`chunk_rank = "linked"`, the default) those chunks by cosine to v_r, joined by the chunks of
-    the documents the best `link_seeds` of them name (engine/doclinks.py), each scored its own
+    the documents the best `link_seeds` of them name (engine/consolidate/doclinks.py), each scored its own
     cosine + link_weight x the naming chunk's: the bipartite graph walked chunk -> document
     engram -> chunk. On HotpotQA dev this hop is what lifts recall@5 from 79.0 (rrf) to 89.0;
     the centroid hops add nothing there (hops 0 to 3 all give 89.0).
 v_r is the seed's text's choice (eq. 2 and step 3 weight and re-rank by the original query,
 `rerank_by = "query"`, the default) or its Algorithm 1's (the cue, `"cue"`). On HotpotQA dev
-(bench/hotpotqa_recall.py) the query reading finds 6.5 more points of recall@5 (89.0 against
+(bench/quality/hotpotqa_recall.py) the query reading finds 6.5 more points of recall@5 (89.0 against
 82.5): MiniLM embeds a list of names less well than the question when it compares them with
 chunks. The cue always makes S_0: that is what ecphory is, direct hits on what the query names.
 With k_final <= k_init and v_r = v_c, S_final is S_0's best (S_0 holds the k_init engrams
@@ -177,7 +177,7 @@ def rank_chunks(via_engram: dict, direct: list, chunk_sim: np.ndarray, how: str,
 
 def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: np.ndarray,
                   weight: float, node_ok: np.ndarray | None = None) -> dict:
-    """The hop along document links (engine/doclinks.py), the bipartite graph walked from chunk
+    """The hop along document links (engine/consolidate/doclinks.py), the bipartite graph walked from chunk
     to engram to chunk: for each seed chunk d, the document nodes d links to (its own document's
     excepted) and those documents' chunks c (whose `source` is the node's name), each scored
     cos(q, c) + weight * cos(q, d), the best over seeds. Only document nodes are followed: a

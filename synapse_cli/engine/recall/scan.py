@@ -1,7 +1,7 @@
 """What every recall mode starts from, on one snapshot: the header scan (dense similarity,
 decay and importance of every record, with the filters applied), the filter wall, the top-k of
-a score array, and the store's BM25 index opened once. ecphory.py and synaptic.py import these
-from here rather than from recall.py, which dispatches to them: no circle between the modes."""
+a score array, and the store's BM25 index opened once. Every mode imports these from here, none
+from another mode's module: no circle between the modes."""
 from __future__ import annotations
 
 import numpy as np

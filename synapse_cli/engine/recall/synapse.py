@@ -14,7 +14,7 @@ Pipeline of the default mode (`synapse`):
     raw cosine (`fusion="linear"`, the seed's);
  6. uncertainty gate: rejected when the top result's activation is below tau_gate, or when
     the query names one speaker and another speaker's statement answers it better
-    (engine/attribution.py).
+    (engine/recall/attribution.py).
 `vector`, `bm25` and `hybrid` (reciprocal-rank fusion; baselines.py) are the baselines it is
 compared with; they run through this pipeline with their own score. The dispatch to every mode
 is dispatch.py; the signals, signals.py.
@@ -46,7 +46,7 @@ class SynapseSettings:
     # energy, so a query about something never stored still activates its nearest strangers
     # and the gate cannot say "no record"; MiniLM puts unrelated text below ~0.15.
     anchor_min_sim: float = 0.2
-    # Deviations from the seed below were measured on LoCoMo dev with bench/locomo_tune.py
+    # Deviations from the seed below were measured on LoCoMo dev with bench/tune/locomo_tune.py
     # (evidence recall@10 over categories 1-4, no consolidation). Seed defaults with the gate
     # off: 63.4; this configuration: 69.3 in-sample, 67.7 for the whole selection procedure
     # rerun leave-one-conversation-out (docs/TUNING.md). The sweep's own best weights (act 0.75,
@@ -103,7 +103,7 @@ class SynapseSettings:
     # (before conflation): 0 69.3, 0.1 70.3, 0.2 71.0, 0.3 70.9, 0.5 70.9, 1.0 69.9 (past 0.5
     # the other speaker's replies that hold half the answer drop out). 0 switches it off.
     lambda_speaker: float = 0.3
-    # Current facts first, chatter last (engine/currency.py): the content prior and the
+    # Current facts first, chatter last (engine/recall/currency.py): the content prior and the
     # supersession of older versions of a fact.
     lambda_chatter: float = 0.2
     content_tokens: int = 6
@@ -112,38 +112,38 @@ class SynapseSettings:
     version_depth: int = 20
     # Within each set of versions of one fact among the best version_depth candidates (cosine
     # >= version_sim and a content word in common), the newest takes the set's best place
-    # (engine/currency.py version_order).
+    # (engine/recall/currency.py version_order).
     newest_first: bool = True
 
 
 @dataclass
 class GateSettings:
-    # Seed 000 calibrates tau = 0.12. Calibrated here on LoCoMo dev (bench/locomo_recall.py),
+    # Seed 000 calibrates tau = 0.12. Calibrated here on LoCoMo dev (bench/quality/locomo_recall.py),
     # the top activation does not separate unanswerable questions (AUC 0.47) and 0.12 refuses
     # 23% of answerable ones; the best tau with <= 5% false refusals is 0. So the gate sits just
     # below the activation of any node the wave reached (sigmoid(-gamma*theta) = 0.076): it
     # says "no record" when no anchor passed anchor_min_sim, i.e. nothing stored is related.
     tau_gate: float = 0.05
-    # The gate's attribution check (engine/attribution.py): a query naming one speaker is
+    # The gate's attribution check (engine/recall/attribution.py): a query naming one speaker is
     # refused when another speaker's statement matches it better by more than this relative
     # margin (a share of the best match).
-    # Calibrated on LoCoMo dev by bench/locomo_recall.py (<= 5% refusals of answerable
+    # Calibrated on LoCoMo dev by bench/quality/locomo_recall.py (<= 5% refusals of answerable
     # questions; with coverage scoring the in-sample choice was 0.29, the leave-one-
     # conversation-out ones 0.22-0.34); see README "Evaluation".
     attribution: bool = True
     tau_attribution: float = 0.3
     # A statement that only repeats what the named person said earlier counts for them (an
-    # assistant's "Noted: vegetarian." is the user's fact; engine/attribution.py).
+    # assistant's "Noted: vegetarian." is the user's fact; engine/recall/attribution.py).
     restatements: bool = True
     # What a statement's match is worth: "coverage" = the query words it states, each weighted
     # by its best BM25 share among the top memories (length and repetition do not count);
     # "bm25" = its BM25 over those words.
     attribution_content: str = "coverage"
-    # The gate's topic check (engine/topic.py): "no record" when no topic word of the query
+    # The gate's topic check (engine/recall/topic.py): "no record" when no topic word of the query
     # occurs in the store in any form, or an identifier with digits ("INC-415") does not.
     topic_check: bool = True
     # Cosine of a topic word to a top memory that counts as known. On the agent-use tune half
-    # (bench/agent_use.py) 0.3 rejected 12 of its 18 never-answered questions rather than 5,
+    # (bench/quality/agent_use.py) 0.3 rejected 12 of its 18 never-answered questions rather than 5,
     # at one false refusal of 51 ("When is Femi on leave?": 0.27), but none more on the
     # held-out half, and on LoCoMo dev it refused 0.26 points more of categories 1-4 (the
     # leave-one-conversation-out gate then 5.26%): not adopted.

@@ -55,11 +55,11 @@ class SynapticConfig:
     # (eq. 18) and the temporal association (eqs. 1-5) but add no input: the potential is
     # the current stimulus integrated by the node's own tau. Giving them the seed's initial
     # s_i = 1 (section 3.1) lets every recent spike outweigh any current stimulus (SMRCs
-    # R-precision 9 instead of 41 on the first 10 sections, bench/smrcs_recall.py).
+    # R-precision 9 instead of 41 on the first 10 sections, bench/quality/smrcs_recall.py).
     spike_weight: float = 0.0
     # "centroid" (appendix D): one similarity scan per layer; "original" (eqs. 10-13): one per
     # parent, O(n) each. Same SMRCs R-precision within 0.5 point (44.4 / 44.9), but with 50
-    # records stimulated in a 100k store 7.5 ms against 54 ms (bench/synaptic_speed.py).
+    # records stimulated in a 100k store 7.5 ms against 54 ms (bench/speed/synaptic_speed.py).
     propagation: str = "centroid"
     # Ablations of seed 001 Table 3 (Python API and bench only): T = 1 ("w/o temporal
     # integration"), tau fixed at tau_init ("w/o dynamic time constant").

@@ -68,7 +68,7 @@ def unknown_topic(query: str, index, embed=None, memories=None,
     a word the store does not use still counts as known when its vector has cosine >=
     `min_sim` to one of those memories: "medication" to "allergic to penicillin" (0.40),
     where "blood" to anything a chat about flats and dentists says stays near 0.2 (MiniLM;
-    the agent-use tune half, bench/agent_use.py: unknown words of never-answered questions
+    the agent-use tune half, bench/quality/agent_use.py: unknown words of never-answered questions
     0.16-0.35, of answerable ones 0.13-0.44)."""
     words = topic_words(query, index.tokenize)
     ids = unknown_identifiers(query, index)
