@@ -2,7 +2,7 @@
 sentence-transformers encoding the same chunks in the same run.  Prints one JSON object;
 progress on stderr.
 
-    nice python bench/ingest_doc_speed.py --data ../shared/data [--real-mb 1] [--big-mb 6 48]
+    nice python bench/speed/ingest_doc_speed.py --data ../shared/data [--real-mb 1] [--big-mb 6 48]
 
 The document is real prose: LoCoMo turns and HotpotQA paragraphs, joined (about 2 MB); a
 bigger document repeats it with a numbered line before each copy, so no chunk repeats.
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
 SYNAPSE = str(Path(PY).with_name("synapse"))

@@ -98,7 +98,7 @@ SETTINGS: tuple[Setting, ...] = (
       "accepts more distant synonyms, and more questions nothing answers)", "recall",
       -1, 1),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
-      "speaker's statement answers it better (engine/attribution.py)", "recall"),
+      "speaker's statement answers it better (engine/recall/attribution.py)", "recall"),
     S("gate", "tau_attribution", float, 0.3, "relative margin (share of the best match) by "
       "which another speaker's statement must match better for the attribution check to "
       "refuse", "recall", -1, 1),
@@ -113,7 +113,7 @@ SETTINGS: tuple[Setting, ...] = (
       "recall", choices=("coverage", "bm25")),
     S("verify", "verify_threshold", float, -1.2, "recall --verify rejects when the model's log "
       "P(yes) - log P(no) that the memories mention what the query asks is below this "
-      "(calibrated on LoCoMo dev, see engine/answer_check.py)"),
+      "(calibrated on LoCoMo dev, see engine/recall/answer_check.py)"),
     S("verify", "verify_memories", int, 5, "how many top memories recall --verify shows the "
       "model", None, 1, 30),
     S("score", "fusion", str, "minmax", "minmax = cosine rescaled to [0, 1] over the query's "
@@ -164,7 +164,7 @@ SETTINGS: tuple[Setting, ...] = (
       "reciprocal-rank fusion of engram order and direct search, engram = engram order, cosine "
       "= cosine to the query", "recall", choices=("linked", "rrf", "engram", "cosine")),
     S("ecphory", "link_seeds", int, 3, "chunk_rank = linked: how many of the best chunks lend "
-      "their document links (engine/doclinks.py)", "recall", 0, 1000),
+      "their document links (engine/consolidate/doclinks.py)", "recall", 0, 1000),
     S("ecphory", "link_weight", float, 0.3, "chunk_rank = linked: a linked document's chunk "
       "scores its own cosine plus this share of the linking chunk's", "recall", 0, 10),
     S("ecphory", "cues", str, "rules", "cue extraction: rules (deterministic, instant) or model "

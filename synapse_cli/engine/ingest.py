@@ -70,7 +70,7 @@ def retrieval_text(item: Item) -> str:
 
     Questions name people ("what did Caroline say about ..."); without the speaker in the
     indexed text neither trigger can match them (LoCoMo dev, recall@10: dense 29.5 without,
-    51.0 with; bench/locomo_recall.py). The stored text stays as given.
+    51.0 with; bench/quality/locomo_recall.py). The stored text stays as given.
     """
     return f"{item.speaker}: {item.text}" if item.speaker else item.text
 

@@ -12,7 +12,7 @@ a chat turn; so the work is split:
   drops it): a few decoding steps per window, and every name it keeps occurs in its window;
 - rules the window settles (months and years are times, a speaker is a person) override it.
 Descriptions are taken from the window (the clause that mentions the name), which costs no
-generated tokens. Quality and speed: bench/extract_quality.py, bench/README_extract.md.
+generated tokens. Quality and speed: bench/quality/extract_quality.py, bench/quality/README_extract.md.
 """
 from __future__ import annotations
 
