@@ -91,7 +91,7 @@ def _document(path, n_chunks: int) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "kill-9"])
 def test_interrupted_document_keeps_its_printed_batches(tmp_path, sig):
     doc, store = tmp_path / "big.txt", tmp_path / "st"
-    _document(doc, 40)
+    _document(doc, 200)  # long enough that the signal lands mid-ingest on an idle machine
     n_chunks = len(chunk_document(doc.read_text()))
     proc = start_cli(["ingest", "--format", "doc", "--batch", "4", doc], store)
     printed = []
@@ -112,13 +112,14 @@ def test_interrupted_document_keeps_its_printed_batches(tmp_path, sig):
     with Store.open(store) as s:
         for row in printed:  # every acknowledged chunk is stored, whole
             assert row["status"] == "stored" and s.body(row["id"])["chunk"] is not None
-        assert s.count == len(printed)
-    again = run_cli(["ingest", "--format", "doc", "--batch", "4", doc], store, timeout=600)
+        kept = s.count  # a batch committed just before the signal may not have been printed
+    assert kept % 4 == 0 and len(printed) <= kept < n_chunks
+    again = run_cli(["ingest", "--format", "doc", "--batch", "4", doc], store, timeout=900)
     assert again.returncode == 0, again.stderr
     rows = [json.loads(x) for x in again.stdout.splitlines()]
-    assert [r["status"] for r in rows[:len(printed)]] == ["duplicate"] * len(printed)
+    assert [r["status"] for r in rows[:kept]] == ["duplicate"] * kept
     assert [r["id"] for r in rows[:len(printed)]] == [r["id"] for r in printed]
-    assert {r["status"] for r in rows[len(printed):]} == {"stored"}
+    assert {r["status"] for r in rows[kept:]} == {"stored"}
     with Store.open(store) as s:
         assert s.count == n_chunks
 
