@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import SYNAPSE, assert_clean_failure, cli_env, graph_dict, run_cli, start_cli
+from conftest import SYNAPSE, assert_clean_failure, cli_env, graph_dict, run_cli
 from synapse_cli.engine.inputs import (BOM, InputError, chunk_document, iter_lines,
                                        parse_document_stream)
 from synapse_cli.engine.store import Store
@@ -93,7 +93,12 @@ def test_interrupted_document_keeps_its_printed_batches(tmp_path, sig):
     doc, store = tmp_path / "big.txt", tmp_path / "st"
     _document(doc, 200)  # long enough that the signal lands mid-ingest on an idle machine
     n_chunks = len(chunk_document(doc.read_text()))
-    proc = start_cli(["ingest", "--format", "doc", "--batch", "4", doc], store)
+    # SIGINT as a terminal sends it: a shell's background job (CI run with `&`) starts with it
+    # ignored, and Python keeps an ignored SIGINT ignored
+    proc = subprocess.Popen([str(SYNAPSE), "ingest", "--format", "doc", "--batch", "4", str(doc)],
+                            env=cli_env(store), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     printed = []
     while len(printed) < 8:  # two batches acknowledged
         line = proc.stdout.readline()
