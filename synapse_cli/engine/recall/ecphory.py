@@ -40,6 +40,8 @@ import numpy as np
 from store_format import flags as fl
 from store_format import graph_files as gf
 
+from .signals import result_row
+
 @dataclass
 class EcphorySettings:
     # ecphory mode (seed 002 Algorithm 1 and Table 5; this module)
@@ -313,16 +315,9 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
     if not rejected:
         bodies = store.bodies(ids[np.asarray([p for p, _, _ in entries], np.int64)])
         for (p, score, row), body in zip(entries, bodies):
-            r = {"id": int(ids[p]), "text": body.get("text"), "score": round(score, 6),
-                 "signals": {"semantic": round(float(sim[p]), 6), "bm25": 0.0,
-                             "activation": 0.0, "pagerank": 0.0,
-                             "decay": round(float(decay[p]), 6)},
-                 "timestamp": int(arrays.timestamps[p]),
-                 "type": fl.memory_type(int(arrays.flags[p])).name.lower(),
-                 "speaker": body.get("speaker"), "session": body.get("session")}
-            for extra in ("source", "dia_id"):
-                if body.get(extra) is not None:
-                    r[extra] = body[extra]
+            r = result_row(arrays, p, body, score, {
+                "semantic": round(float(sim[p]), 6), "bm25": 0.0, "activation": 0.0,
+                "pagerank": 0.0, "decay": round(float(decay[p]), 6)})
             if cfg.explain:
                 if row is not None:  # an engram: the hop of the centroid search that found it
                     r["path"], r["hop"] = [int(ids[p])], hop_of[row]

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from store_format import flags as fl
+
 from .. import graphview
 from ..store import Store
 from .scan import bm25_open, scan_records, top as _top, walled
@@ -139,3 +141,18 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
 
                 pr = arrays.cache["pagerank"] = pagerank_for(store, arrays)
     return Signals(sim, dec, imp, bm25, act, pr, pred, anchors)
+
+
+def result_row(arrays: graphview.RecallArrays, pos: int, body: dict, score: float,
+               signals: dict, digits: int = 6) -> dict:
+    """One result as every mode returns it: the record, its score, the mode's own signals, and
+    the metadata its body holds (README "recall output")."""
+    r = {"id": int(arrays.ids[pos]), "text": body.get("text"),
+         "score": round(float(score), digits), "signals": signals,
+         "timestamp": int(arrays.timestamps[pos]),
+         "type": fl.memory_type(int(arrays.flags[pos])).name.lower(),
+         "speaker": body.get("speaker"), "session": body.get("session")}
+    for extra in ("source", "dia_id"):
+        if body.get(extra) is not None:
+            r[extra] = body[extra]
+    return r

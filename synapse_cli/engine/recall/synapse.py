@@ -33,7 +33,7 @@ from .. import graphview
 from ..store import Store
 from . import baselines
 from .scan import bm25_open, top as _top
-from .signals import Signals, _word_scores, compute_signals
+from .signals import Signals, _word_scores, compute_signals, result_row
 
 if TYPE_CHECKING:
     from .config import RecallConfig
@@ -281,21 +281,11 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         top, scores, bodies = top[: cfg.k], scores[: cfg.k], bodies[: cfg.k]
     if not rejected:
         for pos, score, body in zip(top.tolist(), scores.tolist(), bodies):
-            rid = int(arrays.ids[pos])
-            r = {
-                "id": rid, "text": body.get("text"), "score": round(float(score), 6),
-                "signals": {"semantic": round(float(sig.sim[pos]), 6),
-                            "bm25": round(float(sig.bm25[pos]), 6),
-                            "activation": round(float(sig.activation[pos]), 6),
-                            "pagerank": round(float(sig.pagerank[pos]), 6),
-                            "decay": round(float(sig.decay[pos]), 6)},
-                "timestamp": int(arrays.timestamps[pos]),
-                "type": fl.memory_type(int(arrays.flags[pos])).name.lower(),
-                "speaker": body.get("speaker"), "session": body.get("session"),
-            }
-            for extra in ("source", "dia_id"):
-                if body.get(extra) is not None:
-                    r[extra] = body[extra]
+            r = result_row(arrays, pos, body, score, {
+                "semantic": round(float(sig.sim[pos]), 6), "bm25": round(float(sig.bm25[pos]), 6),
+                "activation": round(float(sig.activation[pos]), 6),
+                "pagerank": round(float(sig.pagerank[pos]), 6),
+                "decay": round(float(sig.decay[pos]), 6)})
             if cfg.explain:
                 r["path"] = explain_path(pos, sig, arrays.ids)
             results.append(r)

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from store_format import flags as fl
-
 from .. import graphview
 from ..store import Store
+from .signals import result_row
 
 
 
@@ -227,23 +226,13 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg, arrays: graphvi
     if not rejected:
         bodies = store.bodies(arrays.ids[top])
         for pos, body in zip(top.tolist(), bodies):
-            r = {
-                "id": int(arrays.ids[pos]), "text": body.get("text"),
-                "score": round(float(prop.potential[pos]), 9),
-                "signals": {"semantic": round(float(sim[pos]), 6),
-                            "stimulus": round(float(prop.stimulus[pos]), 6),
-                            "temporal": round(float(prop.temporal[pos]), 6),
-                            "membrane_potential": round(float(prop.potential[pos]), 9),
-                            "fired": bool(prop.fired[pos]),
-                            "layer": int(prop.layer[pos]),
-                            "decay": round(float(dec[pos]), 6)},
-                "timestamp": int(arrays.timestamps[pos]),
-                "type": fl.memory_type(int(arrays.flags[pos])).name.lower(),
-                "speaker": body.get("speaker"), "session": body.get("session"),
-            }
-            for extra in ("source", "dia_id"):
-                if body.get(extra) is not None:
-                    r[extra] = body[extra]
+            r = result_row(arrays, pos, body, prop.potential[pos], {
+                "semantic": round(float(sim[pos]), 6),
+                "stimulus": round(float(prop.stimulus[pos]), 6),
+                "temporal": round(float(prop.temporal[pos]), 6),
+                "membrane_potential": round(float(prop.potential[pos]), 9),
+                "fired": bool(prop.fired[pos]), "layer": int(prop.layer[pos]),
+                "decay": round(float(dec[pos]), 6)}, digits=9)
             if cfg.explain:
                 r["path"] = stimulus_path(pos, prop, arrays.ids)
             results.append(r)
