@@ -1,7 +1,7 @@
 """Agent-use recall suite (bench/quality/agent_use/): does recall serve an agent's everyday questions?
 Prints one JSON object.
 
-    python bench/quality/agent_use.py [--half tune|heldout|all] [--only NAME[,NAME]]
+    python bench/quality/agent_use.py [--half tune|heldout|fresh|all] [--only NAME[,NAME]]
                               [--modes synapse,vector,hybrid] [--consolidate]
                               [--as-of-field until_ms] [--out FILE]
 
@@ -13,8 +13,8 @@ once and the same vector handed to `recall()` (k=10, gate on) for each mode, wit
 after the last turn.  Scores (bench/quality/agent_use/README.md): current_first over "changed" questions,
 top3 / top10 over the answerable ones (changed, two_hop, single), never_rejected and
 false_refusals, and as_of_top1 (recall restricted to the time of an earlier state).  Reported per
-half: tune = personal_assistant + team_chat, heldout = customer_support + family_group; tune on
-the first, report the second separately, every time.
+half: tune = personal_assistant + team_chat, heldout = customer_support + family_group, fresh =
+house_share + freelance_client; tune on the first, report the others separately, every time.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import os
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,9 +38,14 @@ from synapse_cli.engine.inputs import item_from_object, parse_timestamp  # noqa:
 from synapse_cli.engine.recall import MODES, RecallConfig, recall  # noqa: E402
 from synapse_cli.engine.store import Store, StoreWriter  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from locomo_recall import parse_settings  # noqa: E402
+
 DATA = ROOT / "bench" / "quality" / "agent_use"
+# fresh: written later by a writer who saw neither the recall code nor any result (README)
 HALVES = {"tune": ("personal_assistant", "team_chat"),
-          "heldout": ("customer_support", "family_group")}
+          "heldout": ("customer_support", "family_group"),
+          "fresh": ("house_share", "freelance_client")}
 HALF_OF = {c: h for h, cs in HALVES.items() for c in cs}
 ANSWERABLE = ("changed", "two_hop", "single")
 K = 10
@@ -97,6 +102,18 @@ def build_store(path: Path, name: str, embedder, consolidate: bool) -> dict:
             "now_ms": max(it.timestamp_ms for it in items) + DAY_MS, "turns": len(items)}
 
 
+def refused_by(r: dict) -> str | None:
+    """Which part of the gate refused a recall result: the topic check, the attribution check,
+    or the activation gate (nothing stored is related); None when answered."""
+    if not r["rejected"]:
+        return None
+    if "topic" in r:
+        return "topic"
+    if r.get("attribution", {}).get("passed") is False:
+        return "attribution"
+    return "activation"
+
+
 def first_rank(ranked: list[list[int]], wanted: set) -> int | None:
     return next((i for i, ls in enumerate(ranked) if wanted & set(ls)), None)
 
@@ -105,7 +122,8 @@ def score(q: dict, run, lines_of: dict, as_of_field: str) -> dict:
     """One question in one mode; `run(**cfg_overrides)` -> recall() output."""
     r = run()
     ranked = [lines_of.get(x["id"], []) for x in r["results"][:K]]  # [] = a semantic node
-    rec = {"id": q["id"], "kind": q["kind"], "rejected": bool(r["rejected"]), "ranked": ranked}
+    rec = {"id": q["id"], "kind": q["kind"], "rejected": bool(r["rejected"]), "ranked": ranked,
+           "why": refused_by(r)}
     if q["kind"] == "never":
         return rec
     gold, sup = set(q["gold"]), set(q.get("superseded", []))
@@ -139,6 +157,9 @@ def metrics(recs: list[dict]) -> dict:
                           for k in ANSWERABLE},
         "never_rejected": share([r["rejected"] for r in recs if r["kind"] == "never"]),
         "false_refusals": share([r["rejected"] for r in ans]),
+        "refused_by": {kind: dict(Counter(r["why"] for r in recs if r["why"]
+                                          and (r["kind"] == "never") == (kind == "never")))
+                       for kind in ("answerable", "never")},
         "as_of_top1": share([x for r in changed for x in r["as_of"]]),
     }
 
@@ -213,7 +234,8 @@ def run(args) -> dict:
 
                     rec = score(q, call, built["lines_of"], args.as_of_field)
                     recs.append(rec)
-                    if mode == "synapse" and (f := failure(q, rec)):
+                    # the fresh half's failures are not printed: nobody reads them to tune
+                    if mode == "synapse" and HALF_OF[name] != "fresh" and (f := failure(q, rec)):
                         failures[mode].append({"conversation": name, **f})
                 per_conv[name][mode] = metrics(recs)
                 by_half[HALF_OF[name]][mode] += recs
@@ -234,7 +256,7 @@ def run(args) -> dict:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--half", choices=("tune", "heldout", "all"), default="all")
+    p.add_argument("--half", choices=(*HALVES, "all"), default="all")
     p.add_argument("--only", default="", help="NAME[,NAME]: only these conversations")
     p.add_argument("--modes", default="synapse,vector,hybrid")
     p.add_argument("--consolidate", action="store_true",
@@ -246,14 +268,7 @@ def main():
                         "lambda_superseded=0.3")
     p.add_argument("--out", help="also write the JSON here")
     args = p.parse_args()
-    args.settings = {}
-    types = {f.name: f.type for f in dataclasses.fields(RecallConfig)}
-    for kv in args.set:
-        key, _, value = kv.partition("=")
-        if key not in types:
-            raise SystemExit(f"--set: RecallConfig has no field {key!r}")
-        args.settings[key] = {"float": float, "int": int, "str": str}.get(str(types[key]),
-                                                                         json.loads)(value)
+    args.settings = parse_settings(args.set)
     t = time.perf_counter()
     out = run(args)
     out["seconds"] = round(time.perf_counter() - t, 1)

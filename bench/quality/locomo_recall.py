@@ -61,8 +61,21 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def modes(tau: float) -> dict[str, RecallConfig]:
-    base = RecallConfig(k=max(KS), tau_gate=tau)
+def parse_settings(pairs: list[str]) -> dict:
+    """`--set KEY=VALUE` pairs -> RecallConfig fields, each value parsed by its field's type."""
+    types = {f.name: f.type for f in dataclasses.fields(RecallConfig)}
+    out = {}
+    for kv in pairs:
+        key, _, value = kv.partition("=")
+        if key not in types:
+            raise SystemExit(f"--set: RecallConfig has no field {key!r}")
+        out[key] = {"float": float, "int": int, "str": str}.get(str(types[key]),
+                                                                json.loads)(value)
+    return out
+
+
+def modes(tau: float, settings: dict | None = None) -> dict[str, RecallConfig]:
+    base = RecallConfig(k=max(KS), tau_gate=tau, **(settings or {}))
     out = {"synapse": base}
     for m in ("vector", "bm25", "hybrid"):
         out[m] = dataclasses.replace(base, mode=m)
@@ -325,7 +338,12 @@ def run(args) -> dict:
     embedder = get_embedder()
     embedder.encode(["warm up"])
     model_load_s = time.perf_counter() - t
-    cfgs = modes(args.tau_gate)
+    cfgs = modes(args.tau_gate, parse_settings(args.set))
+    if args.modes:
+        wanted = [m.strip() for m in args.modes.split(",") if m.strip()]
+        if bad := [m for m in wanted if m not in cfgs]:
+            raise SystemExit(f"--modes: unknown {bad}; one of {list(cfgs)}")
+        cfgs = {m: cfgs[m] for m in wanted}
     timed = TimedEmbedder(embedder)
     checker = vcfg_check = None
     verify_lat: list[float] = []
@@ -472,11 +490,12 @@ def run(args) -> dict:
         "calibrated": calibrate(a, f),
         "n_answerable": len(a), "n_cat5": len(f),
     }
-    va, vf = (np.array(x) for x in conf["vector"])
-    gate["for_comparison_top1_dense_similarity"] = {
-        "confidence": "cosine of the top dense hit (vector mode's confidence); not what the gate "
-                      "uses, shown to tell whether any cheap signal separates category 5",
-        "calibrated": calibrate(va, vf)}
+    if "vector" in conf:  # absent when --modes leaves it out
+        va, vf = (np.array(x) for x in conf["vector"])
+        gate["for_comparison_top1_dense_similarity"] = {
+            "confidence": "cosine of the top dense hit (vector mode's confidence); not what the "
+                          "gate uses, shown to tell whether any cheap signal separates category 5",
+            "calibrated": calibrate(va, vf)}
     gate["attribution"] = attribution_report(per_q["synapse"], RecallConfig().tau_attribution)
     if checker is not None:
         gate["verify"] = verify_report(per_q["synapse"], vcfg_check.threshold,
@@ -538,6 +557,9 @@ def main():
                         "bench/tune/locomo_build.py built (cons = consolidated)")
     p.add_argument("--verify", action="store_true",
                    help="also score the second rejection stage (the local model)")
+    p.add_argument("--modes", default="", help="NAME[,NAME]: only these modes and ablations")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a RecallConfig field for every mode (repeatable), e.g. k=30")
     args = p.parse_args()
     load0 = round(os.getloadavg()[0], 2)
     t = time.perf_counter()

@@ -97,6 +97,13 @@ SETTINGS: tuple[Setting, ...] = (
       "still counts as known at this cosine to one of the top memories (pet ~ dog; lower "
       "accepts more distant synonyms, and more questions nothing answers)", "recall",
       -1, 1),
+    S("gate", "topic_cover", bool, True, "topic check, stricter: also 'no record' when none "
+      "of the top gate.attribution_depth memories uses a topic word of the query in any form "
+      "(they are about the people it names, not about what it asks: 'What is Dana's blood "
+      "type?')", "recall"),
+    S("gate", "cover_sim", float, 0.3, "topic_cover: a topic word no top memory uses still "
+      "counts as covered at this cosine to one of them (lower refuses fewer questions)",
+      "recall", -1, 1),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
       "speaker's statement answers it better (engine/recall/attribution.py)", "recall"),
     S("gate", "tau_attribution", float, 0.3, "relative margin (share of the best match) by "
@@ -107,6 +114,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("gate", "restatements", bool, True, "attribution check: another speaker's statement that "
       "only repeats what the person the query names said earlier counts for that person (an "
       "assistant's 'Noted: vegetarian' is the user's fact)", "recall"),
+    S("gate", "addressed", bool, True, "attribution check: another speaker's statement that "
+      "says 'you'/'your' and not 'I'/'my' counts for the person the query names (an agent's "
+      "'you're on the Explorer plan now' is the customer's fact)", "recall"),
     S("gate", "attribution_content", str, "coverage", "attribution check: what a statement's "
       "match is worth; coverage = the query words it states, each weighted by its best BM25 "
       "share (a short repeat counts as much as the original), bm25 = its BM25 over them",
@@ -132,6 +142,10 @@ SETTINGS: tuple[Setting, ...] = (
     S("score", "decay", bool, True, "apply seed 004's header decay (false = ablation)", "recall"),
     S("score", "lambda_chatter", float, 0.2, "content prior: a memory of fewer than "
       "score.content_tokens words loses up to this much (ok, RIP, 👍); 0 = off", "recall", 0),
+    S("score", "name_free_sim", float, 0.5, "share of the semantic similarity computed for "
+      "the query with the store's speakers' names removed (ingest embeds 'speaker: text', so "
+      "'Dana: yep' is close to any question naming Dana); 0 = the whole query only", "recall",
+      0, 1),
     S("score", "content_tokens", int, 6, "words (speaker included) from which a memory counts "
       "as content, not chatter", "recall", 1, 1000),
     S("score", "lambda_superseded", float, 0.4, "unless a query asks about the past, a memory "

@@ -130,14 +130,30 @@ def matched_topics(words: list[str], per_word: np.ndarray,
     return [frozenset(words[j] for j in topical if hit[j, i]) for i in range(len(texts))]
 
 
+_YOU = re.compile(r"\b(you|your|yours|yourself|you're|youre|you've|you'll|you'd|u|ur)\b",
+                  re.IGNORECASE)
+_ME = re.compile(r"\b(i|i'm|im|i've|ive|i'll|i'd|me|my|mine|myself)\b", re.IGNORECASE)
+
+
+def addresses(text: str | None) -> bool:
+    """The statement speaks to someone about them: it says "you"/"your" and not "I"/"my"
+    ("Your new address is saved", "you're on the Explorer plan now"), so its fact is the
+    listener's, not the speaker's."""
+    t = (text or "").replace("\u2019", "'")
+    return bool(_YOU.search(t)) and not _ME.search(t)
+
+
 def credited(name: str, speakers: list[str | None], texts: list[str | None],
-             matched: list[frozenset] | None = None, order: list | None = None) -> list:
+             matched: list[frozenset] | None = None, order: list | None = None,
+             addressed: bool = False) -> list:
     """Per memory, the person its statement counts for (see the module docstring): its speaker;
     the named person when another speaker names them with a possessive ("Mei's"); else, for a
     restatement (its `matched` words all stated by an earlier statement of another speaker,
     `order` giving the time order, e.g. (timestamp, id)), whoever that earlier one counts for,
     when that is the named person (the rule only adds evidence for the person asked about).
-    Without `matched` and `order` only the possessive rule applies."""
+    With `addressed`, another speaker's statement that addresses its listener (addresses())
+    counts for the named person too: an agent's "you're on the Explorer plan now" is the
+    customer's fact. Without `matched` and `order` the restatement rule does not apply."""
     possessive = re.compile(r"(?<!\w)" + re.escape(name) + r"['\u2019]s(?!\w)")
     out = list(speakers)
     n = len(speakers)
@@ -148,7 +164,8 @@ def credited(name: str, speakers: list[str | None], texts: list[str | None],
     done = []
     for i in seq:
         spk = speakers[i]
-        if spk and spk != name and is_statement(texts[i]) and possessive.search(texts[i] or ""):
+        if spk and spk != name and is_statement(texts[i]) and (
+                possessive.search(texts[i] or "") or (addressed and addresses(texts[i]))):
             out[i] = name
         elif spk and matched is not None and order is not None and matched[i] \
                 and is_statement(texts[i]):
@@ -183,7 +200,8 @@ def margin(name: str, speakers: list[str | None], texts: list[str | None],
 
 def check(query: str, bodies: list[dict], word_scores, depth: int,
           threshold: float, order: list | None = None,
-          restatements: bool = True, scoring: str = "coverage") -> Verdict | None:
+          restatements: bool = True, scoring: str = "coverage",
+          addressed: bool = False) -> Verdict | None:
     """The verdict for a query over its ranked result bodies, or None when the check does not
     apply (no single named speaker among them, or no statement matches).
     `word_scores(query_without_name)` returns (its distinct words, their BM25 shares [words,
@@ -201,7 +219,8 @@ def check(query: str, bodies: list[dict], word_scores, depth: int,
     words, per_word = word_scores(without_name(query, name))
     matched = matched_topics(words, per_word, texts) if restatements and order is not None \
         else None
-    credit = credited(name, speakers, texts, matched, order[:depth] if matched else None)
+    credit = credited(name, speakers, texts, matched, order[:depth] if matched else None,
+                      addressed)
     content = (stated_coverage if scoring == "coverage" else stated_content)(words, per_word,
                                                                              texts)
     m = margin(name, speakers, texts, content, credit)

@@ -147,9 +147,12 @@ def shared_words(store, arrays, top: np.ndarray, query: str | None = None) -> np
     bodies = store.bodies(arrays.ids[top])
     words = [content_words(b.get("text"), b.get("speaker")) for b in bodies]
     if query is not None:
+        from .speakers import subject_names
         from .topic import topic_words
 
-        asked = {_stem(w) for w in topic_words(query)}
+        # what the question asks about: its topic words and the names in it that are not a
+        # speaker's ("Kwame", "Lagos"), whom or where the fact is about
+        asked = {_stem(w) for w in topic_words(query)} | subject_names(store, arrays, query)
         words = [w & asked for w in words]
     n = len(words)
     out = np.eye(n, dtype=bool)

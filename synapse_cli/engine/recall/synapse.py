@@ -106,6 +106,13 @@ class SynapseSettings:
     # Current facts first, chatter last (engine/recall/currency.py): the content prior and the
     # supersession of older versions of a fact.
     lambda_chatter: float = 0.2
+    # Ingest embeds "speaker: text", so a question naming a speaker is close to all her turns,
+    # "Dana: yep" too. The cosine used is (1 - w) x the query's + w x that of the query with the
+    # store's speakers' names removed (engine/recall/speakers.py); the speaker focus still
+    # prefers the named person's turns. LoCoMo dev recall@10 over 1-4, gated: w 0 67.59, 0.5
+    # 70.85, 1 71.79 (but 1 refuses 8.3% of answerable questions there); agent-use tune half
+    # top-3 0.77 -> 0.79 at 0.5 and no better at 1 (bench/quality/agent_use.py).
+    name_free_sim: float = 0.5
     content_tokens: int = 6
     lambda_superseded: float = 0.4
     version_sim: float = 0.6
@@ -135,6 +142,11 @@ class GateSettings:
     # A statement that only repeats what the named person said earlier counts for them (an
     # assistant's "Noted: vegetarian." is the user's fact; engine/recall/attribution.py).
     restatements: bool = True
+    # A statement that speaks to its listener ("you're on the Explorer plan now", no "I"/"my")
+    # counts for the person the query names: in agent use, agents and assistants state the
+    # user's facts to them. LoCoMo dev: false refusals 5.53% -> 4.34%, category 5 rejected
+    # 56.96% -> 55.27% (with name_free_sim 0.5).
+    addressed: bool = True
     # What a statement's match is worth: "coverage" = the query words it states, each weighted
     # by its best BM25 share among the top memories (length and repetition do not count);
     # "bm25" = its BM25 over those words.
@@ -148,6 +160,13 @@ class GateSettings:
     # held-out half, and on LoCoMo dev it refused 0.26 points more of categories 1-4 (the
     # leave-one-conversation-out gate then 5.26%): not adopted.
     topic_sim: float = 0.2
+    # The stricter topic check (topic.uncovered_topic): "no record" when none of the top
+    # attribution_depth memories uses a topic word of the query in any form, unless a topic
+    # word has cosine >= cover_sim to one of them. Agent-use tune half, never-answered
+    # questions rejected / false refusals: off 0.28 / 0, cover_sim 0.25 0.39 / 0, 0.3 0.61 / 0,
+    # 0.35 0.72 / 0.02; LoCoMo dev at 0.3: 1.45 points more false refusals of 1-4.
+    topic_cover: bool = True
+    cover_sim: float = 0.3
     attribution_depth: int = 10
 
 
@@ -208,7 +227,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     """The default pipeline after recall's dispatch (dispatch.py), for mode `synapse` and the
     baselines: signals, ranking, the current-facts terms, speaker focus, the gate, the JSON-ready
     result. `t0`: when recall started (the result's elapsed_ms counts from there)."""
-    sig = compute_signals(store, arrays, query, query_vec, cfg, now_ms)
+    sig = compute_signals(store, arrays, query, query_vec, cfg, now_ms, embed)
     if cfg.mode == "synapse" and not cfg.semantic_results and not cfg.types:
         semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
         sig.no_result = semantic if semantic.any() else None
@@ -259,9 +278,18 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
             and store.manifest.bm25 is not None:
         from .topic import unknown_topic
 
-        unknown = unknown_topic(
-            query, bm25_open(store, arrays.cache), embed,
-            lambda: graphview.unit_vectors(store, top[: cfg.attribution_depth]), cfg.topic_sim)
+        index = bm25_open(store, arrays.cache)
+        best = top[: cfg.attribution_depth]
+        unknown = unknown_topic(query, index, embed,
+                                lambda: graphview.unit_vectors(store, best), cfg.topic_sim)
+        if unknown is None and cfg.topic_cover:
+            from .topic import uncovered_topic
+
+            bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
+            unknown = uncovered_topic(query, index,
+                                      [b.get("text") for b in bodies[: cfg.attribution_depth]],
+                                      embed, lambda: graphview.unit_vectors(store, best),
+                                      cfg.cover_sim)
         rejected = unknown is not None
     if not rejected:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
@@ -276,7 +304,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
                 query, a_bodies, lambda q: _word_scores(store, q, depth_ids, arrays,
                                                         np.isfinite(sig.sim), cfg.variant_weight),
                 cfg.attribution_depth, cfg.tau_attribution, order, cfg.restatements,
-                cfg.attribution_content)
+                cfg.attribution_content, cfg.addressed)
             rejected = verdict is not None and not verdict.passed
         top, scores, bodies = top[: cfg.k], scores[: cfg.k], bodies[: cfg.k]
     if not rejected:

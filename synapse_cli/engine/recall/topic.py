@@ -26,6 +26,7 @@ _ASKING = frozenset("""
 what which who whom whose when where why how name names named called call currently current
 now latest still anymore these days nowadays right recently today ever usually often exactly
 happen happened happening new newest last first kind sort getting
+anyone anybody someone somebody everyone everybody
 """.split())
 _IDENT = re.compile(r"\b[A-Za-z]+[-_.]?\d[\w.-]*")  # INC-412, v2, pr1234
 _NAME = re.compile(r"(?<=\s)([A-Z][\w'’-]*)")  # capitalised after the first word
@@ -74,10 +75,34 @@ def unknown_topic(query: str, index, embed=None, memories=None,
     ids = unknown_identifiers(query, index)
     if ids:
         return ids
-    if not words or any(index.knows(w) for w in words):
+    if not words or any(index.knows(w) for w in words) or _near(words, embed, memories, min_sim):
         return None
-    if embed is not None and memories is not None:
-        vecs = memories()
-        if len(vecs) and float((embed(words) @ vecs.T).max()) >= min_sim:
-            return None
     return words
+
+
+def uncovered_topic(query: str, index, texts: list[str | None], embed=None, memories=None,
+                    min_sim: float = 0.3) -> list[str] | None:
+    """The topic words of `query` when none of them, in any form (conflate.stem), is used by
+    any of `texts` (the best memories), else None: the memories the question reaches talk
+    about the people it names, not about what it asks ("What is Dana's blood type?" reaches
+    Dana's turns, none says "blood" or "type"). Stricter than unknown_topic, which asks the
+    whole store. A word close in meaning to one of the memories (cosine of its vector to
+    theirs >= `min_sim`, with `embed` and `memories` as in unknown_topic) counts as used."""
+    from ...models.conflate import stem
+
+    words = topic_words(query, index.tokenize)
+    if not words:
+        return None
+    used = {stem(t) for text in texts for t in index.tokenize(text or "")}
+    if any(stem(w) in used for w in words) or _near(words, embed, memories, min_sim):
+        return None
+    return words
+
+
+def _near(words: list[str], embed, memories, min_sim: float) -> bool:
+    """Some word's vector has cosine >= `min_sim` to one of the memories' (False without
+    `embed` or `memories`)."""
+    if embed is None or memories is None:
+        return False
+    vecs = memories()
+    return bool(len(vecs)) and float((embed(words) @ vecs.T).max()) >= min_sim

@@ -1,0 +1,128 @@
+"""Issue 17's recall changes for agent use: the similarity of a query without the store's
+speakers' names (engine/recall/speakers.py), statements addressed to their listener in the
+attribution check, and the topic check over the memories a question reaches
+(topic.uncovered_topic). Unit tests on a small store, then the same behaviour with the real
+MiniLM embedder."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from synapse_cli import api
+from synapse_cli.engine import graphview
+from synapse_cli.engine.recall import RecallConfig, bm25_open, recall
+from synapse_cli.engine.recall.attribution import addresses, credited
+from synapse_cli.engine.recall.speakers import subject_names, without_speakers
+from synapse_cli.engine.recall.topic import uncovered_topic
+from synapse_cli.engine.store import Store
+from synapse_cli.models.fake import FakeEmbedder
+
+EMB = FakeEmbedder(384)
+TURNS = [
+    ("Dana", "2026-03-05T09:00:00Z", "oh and i'm vegetarian, so keep that in mind for restaurants"),
+    ("assistant", "2026-03-05T09:01:00Z", "Noted, you're vegetarian."),
+    ("Dana", "2026-03-06T09:00:00Z", "yep"),
+    ("Dana", "2026-03-07T09:00:00Z", "lol"),
+    ("Dana", "2026-03-08T09:00:00Z", "Biscuit the cat goes to Dr Mensah at Oakwood Vets"),
+    ("Dana", "2026-03-09T09:00:00Z", "Biscuit turned four last week, the cat is getting old"),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("agent") / "st"
+    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": "d1"} for s, t, x in TURNS],
+               store=str(path), embedder=EMB)
+    return path
+
+
+def test_without_speakers_removes_only_the_stores_speakers(store):
+    with Store.open(store) as s:
+        a = graphview.build(s)
+        assert without_speakers(s, a, "Is Dana still vegetarian?") == "Is still vegetarian?"
+        assert without_speakers(s, a, "What did Dana's cat eat?") == "What did cat eat?"
+        assert without_speakers(s, a, "How old is Biscuit?") is None   # not a speaker
+        assert without_speakers(s, a, "Who is Dana?") is None          # nothing would be left
+        assert subject_names(s, a, "Which vet does Dana take Biscuit to?") == {"biscuit"}
+
+
+@pytest.mark.parametrize("text, yes", [
+    ("you're on the Explorer plan now", True), ("Your new address is saved.", True),
+    ("I moved your box to Friday", False), ("I'm on the Explorer plan", False),
+    ("the plan changed", False), (None, False)])
+def test_addresses(text, yes):
+    assert addresses(text) is yes
+
+
+def test_an_addressed_statement_counts_for_the_person_asked_about():
+    speakers = ["Marco", "Priya"]
+    texts = ["you're on the Explorer plan now", "thanks!"]
+    assert credited("Priya", speakers, texts) == ["Marco", "Priya"]
+    assert credited("Priya", speakers, texts, addressed=True) == ["Priya", "Priya"]
+    # a statement about the speaker herself stays hers
+    assert credited("Priya", ["Marco"], ["I'm on the Explorer plan now"], addressed=True) == [
+        "Marco"]
+
+
+def test_uncovered_topic_looks_at_the_memories_reached(store):
+    with Store.open(store) as s:
+        index = bm25_open(s, graphview.build(s).cache)
+        texts = [t for _, _, t in TURNS]
+        assert uncovered_topic("What breed of cat is Biscuit?", index, texts[4:]) is None  # cat
+        assert uncovered_topic("What breed is Biscuit?", index, texts) == ["breed"]
+        # a form of the word counts ("restaurant" for "restaurants")
+        assert uncovered_topic("Which restaurant does Dana like?", index, texts[:1]) is None
+        assert uncovered_topic("Who is Dana?", index, texts) is None  # no topic word
+        # a word close in meaning to a memory counts too
+        near = lambda words: np.ones((len(words), 2)) / np.sqrt(2)  # noqa: E731
+        mems = lambda: np.array([[1.0, 0.0]])  # noqa: E731
+        assert uncovered_topic("What breed is Biscuit?", index, texts, near, mems, 0.7) is None
+        assert uncovered_topic("What breed is Biscuit?", index, texts, near, mems, 0.8) == [
+            "breed"]
+
+
+def _recall(path, query, emb, **cfg):
+    with Store.open(path) as s:
+        return recall(s, query, emb.encode([query])[0], RecallConfig(k=5, **cfg),
+                      graphview.build(s), embed=emb.encode)
+
+
+def test_recall_refuses_a_topic_the_memories_reached_do_not_cover(store):
+    out = _recall(store, "What breed is Biscuit?", EMB)
+    assert out["rejected"] and out["topic"] == {"unknown": ["breed"]}
+    off = _recall(store, "What breed is Biscuit?", EMB, topic_cover=False, topic_check=False)
+    assert not off["rejected"]
+    assert not _recall(store, "How old is Biscuit the cat?", EMB)["rejected"]
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    from synapse_cli.models.embedder import get_embedder
+
+    emb = get_embedder()
+    path = tmp_path_factory.mktemp("agent-real") / "st"
+    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": "d1"} for s, t, x in TURNS],
+               store=str(path), embedder=emb)
+    return path, emb
+
+
+def test_real_embedder_chatter_does_not_crowd_out_a_named_speakers_fact(real):
+    path, emb = real
+    q = "Is Dana still vegetarian?"
+    chatter = ("yep", "lol")
+
+    def ranks(**cfg):
+        texts = [r["text"] for r in _recall(path, q, emb, gate=False, **cfg)["results"]]
+        return min(texts.index(t) for t in chatter), max(texts.index(t[2]) for t in TURNS[0:2])
+
+    plain_chatter, plain_fact = ranks(name_free_sim=0.0)
+    assert plain_chatter < plain_fact  # "Dana: lol" beats a statement about diet by the name
+    best_chatter, worst_fact = ranks()
+    assert best_chatter > worst_fact   # both diet statements come before any chatter
+
+
+def test_real_embedder_refuses_what_was_never_said(real):
+    path, emb = real
+    out = _recall(path, "What is Dana's blood type?", emb)
+    assert out["rejected"] and "topic" in out
+    assert not _recall(path, "Which vet does Biscuit go to?", emb)["rejected"]
