@@ -192,3 +192,56 @@ def test_real_extractor_keeps_window_spans_and_drops_asides(minilm):
     plain = LlamaExtractor(embedder=minilm, use_salience=False)
     assert plain.cache_id != x.cache_id
     assert "wallet" in [e["name"] for e in plain.extract(texts)["entities"]]
+
+
+def test_prototype_typer_picks_the_type_whose_examples_share_words():
+    """With the fake embedder (word overlap) a span that is one of a type's example words gets
+    that type: the typer's mechanics, not MiniLM's quality (measured in README_extract.md)."""
+    from synapse_cli.models.fake import FakeEmbedder
+    from synapse_cli.models.type_prototypes import PROTO_TYPES, PrototypeTyper
+
+    t = PrototypeTyper(FakeEmbedder())
+    assert t.types(["painting", "a gadget", "a social issue"]) == ["preference", "object",
+                                                                   "concept"]
+    assert t.scores([]).shape == (0, len(PROTO_TYPES))
+
+
+def test_prototype_typer_with_minilm(minilm):
+    from synapse_cli.models.type_prototypes import PrototypeTyper
+
+    assert PrototypeTyper(minilm).types(["hoodie", "pottery", "gender identity"]) == [
+        "object", "preference", "concept"]
+
+
+def test_a_capitalised_gerund_alone_is_not_a_name():
+    from synapse_cli.models.salience import is_name_like
+
+    assert not is_name_like("Connecting") and not is_name_like("hoodie")
+    assert is_name_like("Paris") and is_name_like("2023") and is_name_like("Beijing")
+    assert is_name_like("Becoming Nicole")  # a title of several words stays a name
+
+
+def test_extractor_types_common_nouns_by_prototype_without_the_model(minilm, monkeypatch):
+    """In the default the model is not loaded at all: rules and prototypes type everything."""
+    x = LlamaExtractor(embedder=minilm, use_salience=True, skip=False)
+    monkeypatch.setattr(x, "load", lambda: (_ for _ in ()).throw(AssertionError("loaded")))
+    r = x.extract(["Gina: I finally launched my new hoodie line, the hoodies sold out in a day!",
+                   "Jon: I love pottery, my pottery class is the best part of my week."])
+    types = {e["name"]: e["type"] for e in r["entities"]}
+    assert types.get("pottery class") == "event" and types.get("hoodie line") == "object"
+    assert "x6" in x.cache_id
+
+
+@pytest.mark.slow
+def test_real_smollm2_may_only_drop_candidates_with_skip(minilm):
+    """With `skip` the packaged SmolLM2 answers one word per candidate under the grammar; what it
+    keeps is a subset of the rules' selection, typed by the rules and prototypes, never new."""
+    texts = ["Gina: I finally launched my new hoodie line, the hoodies sold out in a day!",
+             "Jon: I love pottery, my pottery class in Paris is the best part of my week."]
+    base = LlamaExtractor(embedder=minilm, use_salience=True, skip=False).extract(texts)
+    x = LlamaExtractor(embedder=minilm, use_salience=True, skip=True)
+    r = x.extract(texts)
+    assert x.llm is not None and x.last_usage.get("completion_tokens", 0) >= 1
+    kept = {e["name"]: e["type"] for e in base["entities"]}
+    assert all(kept.get(e["name"]) == e["type"] for e in r["entities"])
+    assert "skip" in x.cache_id

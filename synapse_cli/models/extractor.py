@@ -8,9 +8,14 @@ a chat turn; so the work is split:
   itself, see `speaker_entities`);
 - `salience` (salience.py) keeps a common noun only if its MiniLM embedding is close to the turn
   that mentions it (a topic, not an aside);
-- the model, held by a GBNF grammar, answers with exactly one type word per candidate ("none"
-  drops it): a few decoding steps per window, and every name it keeps occurs in its window;
-- rules the window settles (months and years are times, a speaker is a person) override it.
+- types: rules the window settles (months and years are times, a speaker is a person, "dance
+  class" an event), then, for the common nouns they leave, the nearest MiniLM prototype of
+  object / concept / preference (type_prototypes.py): SmolLM2 choosing among the three was right
+  as often as a constant, the prototypes two times in three (README_extract.md);
+- the model, held by a GBNF grammar, may drop candidates ("none") when `skip` is on; in the
+  default it makes no decision: in the framings measured (README_extract.md) neither SmolLM2
+  nor the 0.5B Qwen selected or typed better than the salience filter and the prototypes, and
+  a weak model must not do worse than the rules.
 Descriptions are taken from the window (the clause that mentions the name), which costs no
 generated tokens. Quality and speed: bench/quality/extract_quality.py, bench/quality/README_extract.md.
 """
@@ -30,10 +35,11 @@ from typing import Protocol
 from .candidates import MAX_CANDIDATES, candidate_spans, speakers, window_text  # noqa: F401
 from .entity_types import ENTITY_TYPES, known_types, rule_type  # noqa: F401
 from .salience import MIN_SALIENCE, MIN_SALIENCE_TAGGED, keep_salient, salience
+from .type_prototypes import PrototypeTyper
 from .words import _NOT_NOUN, _SPEAKER, _STOP
 
 # the extraction cache key: bump when the prompt, grammar, candidates or post-processing change
-PROMPT_VERSION = "x5"
+PROMPT_VERSION = "x6"
 CANDIDATE_POOL = 8  # candidates the salience filter chooses from (MAX_CANDIDATES without it)
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEAKER_REL = "talks about"
@@ -289,6 +295,7 @@ class LlamaExtractor:
         self.embedder = embedder  # MiniLM, loaded on first use unless consolidate's is passed
         self.last_usage: dict = {}  # llama.cpp token counts of the last model call
         self._grammars: dict = {}
+        self._typer = None  # PrototypeTyper, built on first use
         self.llm = None  # loaded on the first cache miss: a re-run that hits the cache skips it
 
     def load(self) -> None:
@@ -326,44 +333,53 @@ class LlamaExtractor:
         # extractor dropped earlier is still freed then.
         atexit.register(_close_at_exit, weakref.ref(self.llm))
 
+    def _embedder(self):
+        if self.embedder is None:
+            from .embedder import get_embedder
+
+            self.embedder = get_embedder()
+        return self.embedder
+
     def extract(self, window_texts: list[str]) -> dict:
         """Entities of one window (speakers excluded: see `speaker_entities`); no relations.
 
         Candidates: the first CANDIDATE_POOL spans, of which common nouns are kept only when
         salient in their turn (`salience.keep_salient`; without salience, the first
-        MAX_CANDIDATES spans). Candidates whose type a rule settles (`known_types`,
-        `rule_type`) skip the model; it types the others with one grammar-constrained word each
-        (with `skip`, it sees every candidate and "none" drops one)."""
+        MAX_CANDIDATES spans). Types: a rule where one settles it (`known_types`, `rule_type`),
+        else the nearest prototype (`PrototypeTyper`). With `skip`, the model sees every
+        candidate and answers a type word or "none" for each (grammar-constrained); "none"
+        drops it, its type words are not used (the prototypes type better)."""
         text = window_text(window_texts)
         if self.use_salience:
-            if self.embedder is None:
-                from .embedder import get_embedder
-
-                self.embedder = get_embedder()
             tagged: set = set()
             pool = candidate_spans(text, limit=CANDIDATE_POOL, tagged=tagged)
-            candidates = keep_salient(pool, salience(pool, window_texts, self.embedder),
+            candidates = keep_salient(pool, salience(pool, window_texts, self._embedder()),
                                       tagged=tagged)
         else:
             candidates = candidate_spans(text)
         self.last_usage = {}
         kinds = known_types(window_texts)
         typed = {c: kinds.get(c.casefold()) or rule_type(c, text) for c in candidates}
-        ask = [c for c in candidates if typed[c] is None or self.skip]
-        if ask:
+        rest = [c for c in candidates if typed[c] is None]
+        if rest:
+            if self._typer is None:
+                self._typer = PrototypeTyper(self._embedder())
+            typed.update(zip(rest, self._typer.types(rest)))
+        if self.skip and candidates:
             self.load()
-            n = len(ask)
+            n = len(candidates)
             with _quiet_stderr():
                 if n not in self._grammars:
                     self._grammars[n] = self._llama_cpp.LlamaGrammar.from_string(
-                        grammar_for(n, self.skip), verbose=False)
-                out = self.llm.create_completion(build_prompt(text, ask, self.skip),
+                        grammar_for(n, True), verbose=False)
+                out = self.llm.create_completion(build_prompt(text, candidates, True),
                                                  grammar=self._grammars[n], temperature=0.0,
                                                  max_tokens=4 * n + 4, repeat_penalty=1.0, seed=0)
             self.last_usage = dict(out.get("usage") or {})
-            for c, k in zip(ask, out["choices"][0]["text"].split()):
-                typed[c] = k if k == "none" else typed[c] or k
-        raw = [[c, typed[c] or "concept"] for c in candidates if typed[c] != "none"]
+            for c, k in zip(candidates, out["choices"][0]["text"].split()):
+                if k == "none":
+                    typed[c] = "none"
+        raw = [[c, typed[c]] for c in candidates if typed[c] != "none"]
         return clean_result({"entities": raw, "relations": []}, window_texts, candidates)
 
 
