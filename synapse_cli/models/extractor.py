@@ -12,10 +12,13 @@ a chat turn; so the work is split:
   class" an event), then, for the common nouns they leave, the nearest MiniLM prototype of
   object / concept / preference (type_prototypes.py): SmolLM2 choosing among the three was right
   as often as a constant, the prototypes two times in three (README_extract.md);
-- the model, held by a GBNF grammar, may drop candidates ("none") when `skip` is on; in the
-  default it makes no decision: in the framings measured (README_extract.md) neither SmolLM2
-  nor the 0.5B Qwen selected or typed better than the salience filter and the prototypes, and
-  a weak model must not do worse than the rules.
+- the model moves the selection: how readily it names each candidate itself (naming.py, read
+  from log-probabilities, a few tokens per candidate on the window's KV cache), z-scored in the
+  window, is added to the candidate's salience with a weight that grows with how well the model
+  separates topics from asides on labelled calibration chats (calibration.py), measured once per
+  model. SmolLM2 separates them no better than the salience filter does: weight 0, the rules
+  decide; the 0.5B Qwen gets most of the weight (README_extract.md);
+- with `skip`, the model, held by a GBNF grammar, may also drop candidates ("none").
 Descriptions are taken from the window (the clause that mentions the name), which costs no
 generated tokens. Quality and speed: bench/quality/extract_quality.py, bench/quality/README_extract.md.
 """
@@ -35,6 +38,7 @@ from typing import Protocol
 from .candidates import MAX_CANDIDATES, candidate_spans, speakers, window_text  # noqa: F401
 from .entity_types import ENTITY_TYPES, known_types, rule_type  # noqa: F401
 from .salience import MIN_SALIENCE, MIN_SALIENCE_TAGGED, keep_salient, salience
+from .naming import NamingScorer, zscore
 from .type_prototypes import PrototypeTyper
 from .words import _NOT_NOUN, _SPEAKER, _STOP
 
@@ -43,6 +47,12 @@ PROMPT_VERSION = "x6"
 CANDIDATE_POOL = 8  # candidates the salience filter chooses from (MAX_CANDIDATES without it)
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEAKER_REL = "talks about"
+# The naming score's weight against salience: MAX_MODEL_WEIGHT (0.15: about the best for the 0.5B
+# model on the tune split) scaled by how far the model's calibration AUC exceeds TRUST_FLOOR,
+# the salience filter's own AUC on the tune split's common nouns (0.79): a model that separates
+# even the easy calibration chats no better than that gets no say.
+MAX_MODEL_WEIGHT = 0.15
+TRUST_FLOOR = 0.8
 
 
 class Extractor(Protocol):
@@ -278,7 +288,8 @@ class LlamaExtractor:
 
     def __init__(self, model_path: os.PathLike | str | None = None, threads: int = 2,
                  model_sha256: str | None = None, skip: bool | None = None,
-                 embedder=None, use_salience: bool | None = None):
+                 embedder=None, use_salience: bool | None = None,
+                 use_model: bool | None = None):
         self.model_path = Path(model_path) if model_path else default_model_path()
         if not self.model_path.is_file():
             raise FileNotFoundError(f"model file not found: {self.model_path}")
@@ -292,6 +303,13 @@ class LlamaExtractor:
             use_salience = os.environ.get("SYNAPSE_EXTRACT_SALIENCE", "1") != "0"
         self.use_salience = use_salience
         self.cache_id += f"\nsalience {MIN_SALIENCE}/{MIN_SALIENCE_TAGGED}" if use_salience else ""
+        if use_model is None:  # may the model's naming scores move the selection?
+            use_model = os.environ.get("SYNAPSE_EXTRACT_MODEL", "1") != "0"
+        self.use_model = use_model and use_salience
+        self.cache_id += f"\nnaming {MAX_MODEL_WEIGHT}/{TRUST_FLOOR}" if self.use_model else ""
+        self.trust: float | None = None  # calibration AUC of the model, once loaded
+        self.model_weight: float | None = None
+        self._scorer = None
         self.embedder = embedder  # MiniLM, loaded on first use unless consolidate's is passed
         self.last_usage: dict = {}  # llama.cpp token counts of the last model call
         self._grammars: dict = {}
@@ -340,12 +358,24 @@ class LlamaExtractor:
             self.embedder = get_embedder()
         return self.embedder
 
+    def _weight(self) -> float:
+        """The naming score's weight: measured on the calibration chats on first use."""
+        if self.model_weight is None:
+            self.load()
+            self._scorer = NamingScorer(self.llm)
+            with _quiet_stderr():
+                self.trust = self._scorer.trust()
+            share = min(1.0, max(0.0, (self.trust - TRUST_FLOOR) / (1.0 - TRUST_FLOOR)))
+            self.model_weight = MAX_MODEL_WEIGHT * share
+        return self.model_weight
+
     def extract(self, window_texts: list[str]) -> dict:
         """Entities of one window (speakers excluded: see `speaker_entities`); no relations.
 
         Candidates: the first CANDIDATE_POOL spans, of which common nouns are kept only when
         salient in their turn (`salience.keep_salient`; without salience, the first
-        MAX_CANDIDATES spans). Types: a rule where one settles it (`known_types`, `rule_type`),
+        MAX_CANDIDATES spans), their salience moved by the model's naming score in proportion
+        to its trust (`_weight`). Types: a rule where one settles it (`known_types`, `rule_type`),
         else the nearest prototype (`PrototypeTyper`). With `skip`, the model sees every
         candidate and answers a type word or "none" for each (grammar-constrained); "none"
         drops it, its type words are not used (the prototypes type better)."""
@@ -353,8 +383,11 @@ class LlamaExtractor:
         if self.use_salience:
             tagged: set = set()
             pool = candidate_spans(text, limit=CANDIDATE_POOL, tagged=tagged)
-            candidates = keep_salient(pool, salience(pool, window_texts, self._embedder()),
-                                      tagged=tagged)
+            sal = salience(pool, window_texts, self._embedder())
+            if self.use_model and pool and self._weight() > 0:
+                z = zscore(self._scorer.scores(text, pool))
+                sal = [s + self.model_weight * v for s, v in zip(sal, z)]
+            candidates = keep_salient(pool, sal, tagged=tagged)
         else:
             candidates = candidate_spans(text)
         self.last_usage = {}
