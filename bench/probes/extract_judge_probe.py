@@ -1,6 +1,6 @@
 """Features of every candidate of the gold windows, for designing the model's selection offline:
 rank, salience, tagger-only, name-like, the judge's yes/no margin and type log-probabilities
-(models/judge.py), the margins of filler words (calibration), and the gold label and type.
+(bench/probes/judge.py), the margins of filler words (calibration), and the gold label and type.
 One JSON line per window to --out. Tune split by default (rule 4: design on tune only).
 
     python bench/probes/extract_judge_probe.py --model /work/models/qwen.gguf --out /tmp/q.jsonl

@@ -1,4 +1,5 @@
-"""The model's judgement of candidate spans, read from its next-token log-probabilities.
+"""Probe helpers (extract_judge_probe.py): the model's answers about candidate spans, read from its
+next-token log-probabilities. The extractor keeps only the naming score (models/naming.py).
 
 Asking a small model to *write* a selection fails (README_extract.md: it copies the list, or
 answers yes and no in turn as in its example). Here every candidate gets its own question after

@@ -12,6 +12,7 @@ bench/out/extract_quality.json. Annotation guideline and matching rule: bench/qu
     python bench/quality/extract_quality.py --data ../shared/data --no-salience    # the x2 candidate rule
     python bench/quality/extract_quality.py --data ../shared/data --sweep 0.25,0.3,0.35,0.4  # no model
     python bench/quality/extract_quality.py --data ../shared/data --model other.gguf --limit 10
+    python bench/quality/extract_quality.py --data ../shared/data --no-model  # rules only (x6)
 """
 from __future__ import annotations
 
