@@ -192,3 +192,107 @@ def test_real_extractor_keeps_window_spans_and_drops_asides(minilm):
     plain = LlamaExtractor(embedder=minilm, use_salience=False)
     assert plain.cache_id != x.cache_id
     assert "wallet" in [e["name"] for e in plain.extract(texts)["entities"]]
+
+
+def test_prototype_typer_picks_the_type_whose_examples_share_words():
+    """With the fake embedder (word overlap) a span that is one of a type's example words gets
+    that type: the typer's mechanics, not MiniLM's quality (measured in README_extract.md)."""
+    from synapse_cli.models.fake import FakeEmbedder
+    from synapse_cli.models.type_prototypes import PROTO_TYPES, PrototypeTyper
+
+    t = PrototypeTyper(FakeEmbedder())
+    assert t.types(["painting", "a gadget", "a social issue"]) == ["preference", "object",
+                                                                   "concept"]
+    assert t.scores([]).shape == (0, len(PROTO_TYPES))
+
+
+def test_prototype_typer_with_minilm(minilm):
+    from synapse_cli.models.type_prototypes import PrototypeTyper
+
+    assert PrototypeTyper(minilm).types(["hoodie", "pottery", "gender identity"]) == [
+        "object", "preference", "concept"]
+
+
+def test_a_capitalised_gerund_alone_is_not_a_name():
+    from synapse_cli.models.salience import is_name_like
+
+    assert not is_name_like("Connecting") and not is_name_like("hoodie")
+    assert is_name_like("Paris") and is_name_like("2023") and is_name_like("Beijing")
+    assert is_name_like("Becoming Nicole")  # a title of several words stays a name
+
+
+def test_extractor_types_common_nouns_by_prototype_without_the_model(minilm, monkeypatch):
+    """Types never come from the model: with its naming scores off it is not even loaded."""
+    x = LlamaExtractor(embedder=minilm, use_salience=True, skip=False, use_model=False)
+    monkeypatch.setattr(x, "load", lambda: (_ for _ in ()).throw(AssertionError("loaded")))
+    r = x.extract(["Gina: I finally launched my new hoodie line, the hoodies sold out in a day!",
+                   "Jon: I love pottery, my pottery class is the best part of my week."])
+    types = {e["name"]: e["type"] for e in r["entities"]}
+    assert types.get("pottery class") == "event" and types.get("hoodie line") == "object"
+    assert "x6" in x.cache_id
+
+
+@pytest.mark.slow
+def test_real_smollm2_may_only_drop_candidates_with_skip(minilm):
+    """With `skip` the packaged SmolLM2 answers one word per candidate under the grammar; what it
+    keeps is a subset of the rules' selection, typed by the rules and prototypes, never new."""
+    texts = ["Gina: I finally launched my new hoodie line, the hoodies sold out in a day!",
+             "Jon: I love pottery, my pottery class in Paris is the best part of my week."]
+    base = LlamaExtractor(embedder=minilm, use_salience=True, skip=False).extract(texts)
+    x = LlamaExtractor(embedder=minilm, use_salience=True, skip=True)
+    r = x.extract(texts)
+    assert x.llm is not None and x.last_usage.get("completion_tokens", 0) >= 1
+    kept = {e["name"]: e["type"] for e in base["entities"]}
+    assert all(kept.get(e["name"]) == e["type"] for e in r["entities"])
+    assert "skip" in x.cache_id
+
+
+def test_naming_scores_move_the_selection_in_proportion_to_the_weight(minilm, monkeypatch):
+    """A fake scorer behind NamingScorer's interface: with weight 0 the rules decide; with a
+    weight, a candidate the model names readily crosses the salience threshold and one it does
+    not name falls under it. Names stay whatever the model says."""
+    texts = ["Gina: I finally launched my new hoodie line, the hoodies sold out in a day!",
+             "Jon: Wow! I lost my wallet on the way, but congrats on the hoodie line!"]
+
+    class Fake:
+        tokens_evaluated = 0
+
+        def scores(self, window, spans):
+            return [5.0 if s == "wallet" else -5.0 if s == "hoodie line" else 0.0 for s in spans]
+
+    def run(weight):
+        x = LlamaExtractor(embedder=minilm, use_salience=True, skip=False, use_model=True)
+        x.model_weight, x._scorer = weight, Fake()
+        monkeypatch.setattr(x, "load", lambda: None)
+        return [e["name"] for e in x.extract(texts)["entities"]]
+
+    assert "hoodie line" in run(0.0) and "wallet" not in run(0.0)
+    moved = run(0.5)
+    assert "wallet" in moved and "hoodie line" not in moved
+    assert "naming" in LlamaExtractor(use_model=True).cache_id
+    assert "naming" not in LlamaExtractor(use_model=False).cache_id
+
+
+@pytest.mark.slow
+def test_real_smollm2_naming_scores_are_cached_and_calibrated():
+    """The packaged SmolLM2: scores from the window's KV cache equal a fresh evaluation, the
+    calibration AUC is a probability, and the extractor's weight follows from it."""
+    from synapse_cli.models.extractor import MAX_MODEL_WEIGHT, TRUST_FLOOR
+    from synapse_cli.models.naming import NamingScorer, zscore
+
+    x = LlamaExtractor(use_model=True)
+    x.load()
+    sc = NamingScorer(x.llm)
+    w = "Tim: I started pottery classes and bought a new apron.\nAna: Nice, how is the weather?"
+    a = sc.scores(w, ["pottery classes", "apron", "weather"])
+    b = sc.scores(w, ["weather"])  # the window's prefix is reused from the cache
+    sc.scores("Bo: something else entirely", ["else"])
+    c = sc.scores(w, ["pottery classes", "apron", "weather"])  # re-evaluated
+    assert all(v < 0 for v in a) and b[0] == pytest.approx(a[2], abs=1e-3)
+    assert c == pytest.approx(a, abs=1e-3)
+    assert abs(sum(zscore(a))) < 1e-9 and zscore([1.0]) == [0.0]
+    auc = sc.trust()
+    assert 0.0 <= auc <= 1.0
+    x._weight()
+    share = min(1.0, max(0.0, (x.trust - TRUST_FLOOR) / (1 - TRUST_FLOOR)))
+    assert x.model_weight == pytest.approx(MAX_MODEL_WEIGHT * share)

@@ -12,6 +12,7 @@ bench/out/extract_quality.json. Annotation guideline and matching rule: bench/qu
     python bench/quality/extract_quality.py --data ../shared/data --no-salience    # the x2 candidate rule
     python bench/quality/extract_quality.py --data ../shared/data --sweep 0.25,0.3,0.35,0.4  # no model
     python bench/quality/extract_quality.py --data ../shared/data --model other.gguf --limit 10
+    python bench/quality/extract_quality.py --data ../shared/data --no-model  # rules only (x6)
 """
 from __future__ import annotations
 
@@ -176,6 +177,8 @@ def main() -> None:
                     help="let the model drop candidates (answer \"none\"); default: it only types")
     ap.add_argument("--no-salience", action="store_true",
                     help="no salience filter: the first 6 candidate spans (the x2 selection)")
+    ap.add_argument("--no-model", action="store_true",
+                    help="the model's naming scores do not move the selection (rules only)")
     ap.add_argument("--limit", type=int, default=None, help="first N windows of each split only")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "extract_quality.json")
     ap.add_argument("--sweep", default=None,
@@ -190,12 +193,13 @@ def main() -> None:
         return
     t = time.perf_counter()
     x = LlamaExtractor(args.model, threads=args.threads, use_salience=not args.no_salience,
-                       **({"skip": True} if args.skip else {}))
+                       use_model=not args.no_model, **({"skip": True} if args.skip else {}))
     x.load()
     if x.use_salience:
         x.extract(["A: I bought a hoodie."])  # loads the embedder outside the timed windows
     load_s = time.perf_counter() - t
     report = {"model": str(x.model_path), "prompt_version": x.cache_id.split("\n")[1],
+              "model_trust": x.trust, "model_weight": x.model_weight,
               "salience": x.use_salience, "threads": args.threads, "skip": args.skip,
               "load_seconds": round(load_s, 3), "splits": {}}
     details = []
@@ -217,6 +221,7 @@ def run_split(x, split: str, gws: list, wins: list, threads: int, details: list)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     tot = {"tp": 0, "tp_typed": 0, "pred": 0, "gold": 0}
     halluc, seconds, tokens, prompt_tokens = 0, 0.0, 0, 0
+    naming0 = x._scorer.tokens_evaluated if getattr(x, "_scorer", None) else 0
     for gw, turns in zip(gws, wins):
         t = time.perf_counter()
         r = x.extract(turns)
@@ -249,6 +254,9 @@ def run_split(x, split: str, gws: list, wins: list, threads: int, details: list)
         "turns_per_cpu_second_per_thread": round(turns * threads / cpu, 2) if cpu else None,
         "completion_tokens": tokens, "completion_tokens_per_window": round(tokens / len(wins), 1),
         "prompt_tokens": prompt_tokens,
+        # tokens the model's naming scores pushed through it (calibration excluded)
+        "naming_tokens": (x._scorer.tokens_evaluated - naming0)
+        if getattr(x, "_scorer", None) else 0,
         "loadavg_before": [round(v, 2) for v in load0],
         "loadavg_after": [round(v, 2) for v in os.getloadavg()],
     }

@@ -8,9 +8,17 @@ a chat turn; so the work is split:
   itself, see `speaker_entities`);
 - `salience` (salience.py) keeps a common noun only if its MiniLM embedding is close to the turn
   that mentions it (a topic, not an aside);
-- the model, held by a GBNF grammar, answers with exactly one type word per candidate ("none"
-  drops it): a few decoding steps per window, and every name it keeps occurs in its window;
-- rules the window settles (months and years are times, a speaker is a person) override it.
+- types: rules the window settles (months and years are times, a speaker is a person, "dance
+  class" an event), then, for the common nouns they leave, the nearest MiniLM prototype of
+  object / concept / preference (type_prototypes.py): SmolLM2 choosing among the three was right
+  as often as a constant, the prototypes two times in three (README_extract.md);
+- the model moves the selection: how readily it names each candidate itself (naming.py, read
+  from log-probabilities, a few tokens per candidate on the window's KV cache), z-scored in the
+  window, is added to the candidate's salience with a weight that grows with how well the model
+  separates topics from asides on labelled calibration chats (calibration.py), measured once per
+  model. SmolLM2 separates them no better than the salience filter does: weight 0, the rules
+  decide; the 0.5B Qwen gets most of the weight (README_extract.md);
+- with `skip`, the model, held by a GBNF grammar, may also drop candidates ("none").
 Descriptions are taken from the window (the clause that mentions the name), which costs no
 generated tokens. Quality and speed: bench/quality/extract_quality.py, bench/quality/README_extract.md.
 """
@@ -30,13 +38,21 @@ from typing import Protocol
 from .candidates import MAX_CANDIDATES, candidate_spans, speakers, window_text  # noqa: F401
 from .entity_types import ENTITY_TYPES, known_types, rule_type  # noqa: F401
 from .salience import MIN_SALIENCE, MIN_SALIENCE_TAGGED, keep_salient, salience
+from .naming import NamingScorer, zscore
+from .type_prototypes import PrototypeTyper
 from .words import _NOT_NOUN, _SPEAKER, _STOP
 
 # the extraction cache key: bump when the prompt, grammar, candidates or post-processing change
-PROMPT_VERSION = "x5"
+PROMPT_VERSION = "x6"
 CANDIDATE_POOL = 8  # candidates the salience filter chooses from (MAX_CANDIDATES without it)
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEAKER_REL = "talks about"
+# The naming score's weight against salience: MAX_MODEL_WEIGHT (0.15: about the best for the 0.5B
+# model on the tune split) scaled by how far the model's calibration AUC exceeds TRUST_FLOOR,
+# the salience filter's own AUC on the tune split's common nouns (0.79): a model that separates
+# even the easy calibration chats no better than that gets no say.
+MAX_MODEL_WEIGHT = 0.15
+TRUST_FLOOR = 0.8
 
 
 class Extractor(Protocol):
@@ -272,7 +288,8 @@ class LlamaExtractor:
 
     def __init__(self, model_path: os.PathLike | str | None = None, threads: int = 2,
                  model_sha256: str | None = None, skip: bool | None = None,
-                 embedder=None, use_salience: bool | None = None):
+                 embedder=None, use_salience: bool | None = None,
+                 use_model: bool | None = None):
         self.model_path = Path(model_path) if model_path else default_model_path()
         if not self.model_path.is_file():
             raise FileNotFoundError(f"model file not found: {self.model_path}")
@@ -286,9 +303,17 @@ class LlamaExtractor:
             use_salience = os.environ.get("SYNAPSE_EXTRACT_SALIENCE", "1") != "0"
         self.use_salience = use_salience
         self.cache_id += f"\nsalience {MIN_SALIENCE}/{MIN_SALIENCE_TAGGED}" if use_salience else ""
+        if use_model is None:  # may the model's naming scores move the selection?
+            use_model = os.environ.get("SYNAPSE_EXTRACT_MODEL", "1") != "0"
+        self.use_model = use_model and use_salience
+        self.cache_id += f"\nnaming {MAX_MODEL_WEIGHT}/{TRUST_FLOOR}" if self.use_model else ""
+        self.trust: float | None = None  # calibration AUC of the model, once loaded
+        self.model_weight: float | None = None
+        self._scorer = None
         self.embedder = embedder  # MiniLM, loaded on first use unless consolidate's is passed
         self.last_usage: dict = {}  # llama.cpp token counts of the last model call
         self._grammars: dict = {}
+        self._typer = None  # PrototypeTyper, built on first use
         self.llm = None  # loaded on the first cache miss: a re-run that hits the cache skips it
 
     def load(self) -> None:
@@ -326,44 +351,68 @@ class LlamaExtractor:
         # extractor dropped earlier is still freed then.
         atexit.register(_close_at_exit, weakref.ref(self.llm))
 
+    def _embedder(self):
+        if self.embedder is None:
+            from .embedder import get_embedder
+
+            self.embedder = get_embedder()
+        return self.embedder
+
+    def _weight(self) -> float:
+        """The naming score's weight: measured on the calibration chats on first use."""
+        if self.model_weight is None:
+            self.load()
+            self._scorer = NamingScorer(self.llm)
+            with _quiet_stderr():
+                self.trust = self._scorer.trust()
+            share = min(1.0, max(0.0, (self.trust - TRUST_FLOOR) / (1.0 - TRUST_FLOOR)))
+            self.model_weight = MAX_MODEL_WEIGHT * share
+        return self.model_weight
+
     def extract(self, window_texts: list[str]) -> dict:
         """Entities of one window (speakers excluded: see `speaker_entities`); no relations.
 
         Candidates: the first CANDIDATE_POOL spans, of which common nouns are kept only when
         salient in their turn (`salience.keep_salient`; without salience, the first
-        MAX_CANDIDATES spans). Candidates whose type a rule settles (`known_types`,
-        `rule_type`) skip the model; it types the others with one grammar-constrained word each
-        (with `skip`, it sees every candidate and "none" drops one)."""
+        MAX_CANDIDATES spans), their salience moved by the model's naming score in proportion
+        to its trust (`_weight`). Types: a rule where one settles it (`known_types`, `rule_type`),
+        else the nearest prototype (`PrototypeTyper`). With `skip`, the model sees every
+        candidate and answers a type word or "none" for each (grammar-constrained); "none"
+        drops it, its type words are not used (the prototypes type better)."""
         text = window_text(window_texts)
         if self.use_salience:
-            if self.embedder is None:
-                from .embedder import get_embedder
-
-                self.embedder = get_embedder()
             tagged: set = set()
             pool = candidate_spans(text, limit=CANDIDATE_POOL, tagged=tagged)
-            candidates = keep_salient(pool, salience(pool, window_texts, self.embedder),
-                                      tagged=tagged)
+            sal = salience(pool, window_texts, self._embedder())
+            if self.use_model and pool and self._weight() > 0:
+                z = zscore(self._scorer.scores(text, pool))
+                sal = [s + self.model_weight * v for s, v in zip(sal, z)]
+            candidates = keep_salient(pool, sal, tagged=tagged)
         else:
             candidates = candidate_spans(text)
         self.last_usage = {}
         kinds = known_types(window_texts)
         typed = {c: kinds.get(c.casefold()) or rule_type(c, text) for c in candidates}
-        ask = [c for c in candidates if typed[c] is None or self.skip]
-        if ask:
+        rest = [c for c in candidates if typed[c] is None]
+        if rest:
+            if self._typer is None:
+                self._typer = PrototypeTyper(self._embedder())
+            typed.update(zip(rest, self._typer.types(rest)))
+        if self.skip and candidates:
             self.load()
-            n = len(ask)
+            n = len(candidates)
             with _quiet_stderr():
                 if n not in self._grammars:
                     self._grammars[n] = self._llama_cpp.LlamaGrammar.from_string(
-                        grammar_for(n, self.skip), verbose=False)
-                out = self.llm.create_completion(build_prompt(text, ask, self.skip),
+                        grammar_for(n, True), verbose=False)
+                out = self.llm.create_completion(build_prompt(text, candidates, True),
                                                  grammar=self._grammars[n], temperature=0.0,
                                                  max_tokens=4 * n + 4, repeat_penalty=1.0, seed=0)
             self.last_usage = dict(out.get("usage") or {})
-            for c, k in zip(ask, out["choices"][0]["text"].split()):
-                typed[c] = k if k == "none" else typed[c] or k
-        raw = [[c, typed[c] or "concept"] for c in candidates if typed[c] != "none"]
+            for c, k in zip(candidates, out["choices"][0]["text"].split()):
+                if k == "none":
+                    typed[c] = "none"
+        raw = [[c, typed[c]] for c in candidates if typed[c] != "none"]
         return clean_result({"entities": raw, "relations": []}, window_texts, candidates)
 
 

@@ -46,8 +46,18 @@ def salience(candidates: list[str], window_texts: list[str], embedder) -> list[f
 
 def is_name_like(span: str) -> bool:
     """Titles, proper names, acronyms and times (capitalised or numeric): these name one
-    specific thing, and the salience filter leaves them alone."""
-    return span[:1].isupper() or span[:1].isdigit()
+    specific thing, and the salience filter leaves them alone. A capitalised gerund alone
+    ("Connecting with ...", "Winning ...": an activity that starts a sentence) is a common noun
+    when the tagger's lexicon knows the word, and the filter judges it like one."""
+    if span[:1].isdigit():
+        return True
+    if not span[:1].isupper():
+        return False
+    if " " not in span and span.endswith("ing") and span[1:].islower():
+        from . import postag
+
+        return not postag.common_word(span)
+    return True
 
 
 def keep_salient(candidates: list[str], scores: list[float], threshold: float = MIN_SALIENCE,
