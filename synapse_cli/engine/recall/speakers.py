@@ -9,17 +9,33 @@ from __future__ import annotations
 
 import re
 
-from ..filters import tag_mask
+import numpy as np
+
+from store_format.tags import contains_many, encode_tags
+
+from ..filters import header_tags, tag_mask
 from .topic import topic_words
 
 _WORD = re.compile(r"\b([A-Z][\w-]*)(['\u2019]s)?\b")
 
 
 def is_speaker(store, arrays, name: str) -> bool:
-    """Some record carries the tag speaker:<name> (cached per snapshot)."""
+    """Some record carries the tag speaker:<name> (cached per snapshot). The Bloom bits of the
+    headers pre-select; payloads are read a few at a time until one confirms, not all of the
+    speaker's records (a CLI recall opens a new snapshot each time)."""
     key = ("is_speaker", name)
     if key not in arrays.cache:
-        arrays.cache[key] = bool(tag_mask(store, [f"speaker:{name}"], arrays.cache).any())
+        tag = f"speaker:{name}"
+        hits = np.flatnonzero(contains_many(header_tags(store, arrays.cache),
+                                            encode_tags([tag])))
+        found = False
+        for start in range(0, len(hits), 16):
+            few = np.zeros(len(store.ids), bool)
+            few[hits[start:start + 16]] = True
+            if tag_mask(store, [tag], None, few).any():
+                found = True
+                break
+        arrays.cache[key] = found
     return arrays.cache[key]
 
 
@@ -32,7 +48,6 @@ def without_speakers(store, arrays, query: str) -> str | None:
     bare = _WORD.sub(lambda m: " " if m.group(1) in names else m.group(0), query)
     bare = re.sub(r"\s+", " ", bare).strip()
     return bare if topic_words(bare) else None
-
 
 
 def subject_names(store, arrays, query: str) -> set[str]:

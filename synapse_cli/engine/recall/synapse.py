@@ -111,7 +111,7 @@ class SynapseSettings:
     # store's speakers' names removed (engine/recall/speakers.py); the speaker focus still
     # prefers the named person's turns. LoCoMo dev recall@10 over 1-4, gated: w 0 67.59, 0.5
     # 70.85, 1 71.79 (but 1 refuses 8.3% of answerable questions there); agent-use tune half
-    # top-3 0.77 -> 0.79 at 0.5 and no better at 1 (bench/quality/agent_use.py).
+    # top-3 0.765 -> 0.784 at 0.5, worse at 1 (bench/quality/agent_use.py).
     name_free_sim: float = 0.5
     content_tokens: int = 6
     lambda_superseded: float = 0.4
