@@ -17,10 +17,9 @@ question. Rows on the consolidated stores (the engine's arrays built with one ch
   consolidated            as `recall` sees the store;
   episode-anchors         semantic nodes take no anchor slot (a diagnostic: recall.py has no
                           setting for it; see _EpisodeAnchors);
-  no-idf                  semantic-node edges at their stored weights (graphview.SEMANTIC_IDF);
-  idf-in-only             IDF on the episode -> node direction only (graphview.IDF_OUT);
-  no-fan-compensation     episodes' temporal edges not rescaled (graphview.KEEP_TEMPORAL_FAN);
-  stored-weights          neither of the two: the graph as recall saw it before issue 18;
+  with-idf                semantic-node edges scaled by the node's IDF (graphview.SEMANTIC_IDF);
+  with-fan-compensation   episodes' temporal edges rescaled (graphview.KEEP_TEMPORAL_FAN);
+  idf-and-fan             both: the default from issue 18's first round until 2026-11-27;
   no-dormancy             archived (dormant) nodes back in the graph;
   no-semantic-edges       every edge touching a semantic node dropped (what is left of
                           consolidation: the consolidated flags, the nodes as records);
@@ -65,18 +64,18 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-SWITCHES = {"no-idf": ("SEMANTIC_IDF", False), "idf-in-only": ("IDF_OUT", False),
-            "no-fan-compensation": ("KEEP_TEMPORAL_FAN", False)}
+SWITCHES = {"with-idf": ("SEMANTIC_IDF", True), "with-fan-compensation": ("KEEP_TEMPORAL_FAN", True)}
 
 
 def arrays_variant(store: Store, name: str):
     """The engine's recall arrays for `store` with the change row `name` makes."""
-    if name == "stored-weights":  # neither IDF nor the temporal fan compensation
-        graphview.SEMANTIC_IDF = graphview.KEEP_TEMPORAL_FAN = False
+    if name == "idf-and-fan":  # both read-time reweightings, the default before 2026-11-27
+        saved = graphview.SEMANTIC_IDF, graphview.KEEP_TEMPORAL_FAN
+        graphview.SEMANTIC_IDF = graphview.KEEP_TEMPORAL_FAN = True
         try:
             return graphview.build(store)
         finally:
-            graphview.SEMANTIC_IDF = graphview.KEEP_TEMPORAL_FAN = True
+            graphview.SEMANTIC_IDF, graphview.KEEP_TEMPORAL_FAN = saved
     if name in SWITCHES:
         attr, value = SWITCHES[name]
         saved = getattr(graphview, attr)
@@ -94,14 +93,7 @@ def arrays_variant(store: Store, name: str):
             return graphview.build(store)
         finally:
             dm.archived_ids = saved
-    if name == "no-semantic-edges":  # no temporal rescaling either: nothing to compensate
-        graphview.KEEP_TEMPORAL_FAN = False
-        try:
-            a = graphview.build(store)
-        finally:
-            graphview.KEEP_TEMPORAL_FAN = True
-    else:
-        a = graphview.build(store)
+    a = graphview.build(store)
     if name == "no-semantic-edges":
         keep = fl.memory_type_code(a.flags) != fl.MemoryType.SEMANTIC
         a.indptr, a.indices, a.weights, a.types = graphview.subgraph(
@@ -140,8 +132,8 @@ class _EpisodeAnchors:
         self.mask = None
 
 
-CONS_ROWS = {"consolidated": {}, "episode-anchors (recall.py change)": {}, "no-idf": {},
-             "idf-in-only": {}, "no-fan-compensation": {}, "stored-weights": {},
+CONS_ROWS = {"consolidated": {}, "episode-anchors (recall.py change)": {}, "with-idf": {},
+             "with-fan-compensation": {}, "idf-and-fan": {},
              "no-dormancy": {}, "no-semantic-edges": {}, "abstraction-x0.5": {},
              "with-hubs": {"hub_share": 1.0}, "hubs-0.05": {"hub_share": 0.05},
              "pagerank-0.2": {"lambda_pr": 0.2}}

@@ -77,7 +77,11 @@ def subgraph(graph: tuple, keep: np.ndarray) -> tuple[np.ndarray, ...]:
 # log(N / df) / log(N), N = live episodes, df = the node's episodes (1 for df = 1, 0 for a node
 # linked to every episode). Measured on the consolidated LoCoMo dev stores:
 # bench/quality/consolidation_recall.py. False: the weights as stored.
-SEMANTIC_IDF = True
+# Off since the query's similarity leaves out the speakers' names (score.name_free_sim): on
+# the conversations the consolidation changes are chosen on (conv-26, conv-30), recall@10 over
+# 1-4 on consolidated stores 74.67 / 73.59 with this and KEEP_TEMPORAL_FAN off, 71.28 / 70.63
+# with both on (fresh 72.06 / 71.35); the rows no-idf, no-fan-compensation, stored-weights.
+SEMANTIC_IDF = False
 IDF_OUT = True  # also scale the node -> episode direction (the fan effect already divides it)
 
 
@@ -112,8 +116,8 @@ def semantic_idf(indptr: np.ndarray, indices: np.ndarray, weights: np.ndarray,
 # brought (bench/quality/consolidation_recall.py, rows no-fan-compensation and no-semantic-edges). With
 # this on, an episode's TEMPORAL out-edges are scaled by (out-degree / temporal out-degree): the
 # wave along a session is what it is in a store never consolidated, and the semantic edges add
-# to it. False: the weights as stored.
-KEEP_TEMPORAL_FAN = True
+# to it. False: the weights as stored (the default now: see SEMANTIC_IDF).
+KEEP_TEMPORAL_FAN = False
 
 
 def keep_temporal_fan(indptr: np.ndarray, weights: np.ndarray, types: np.ndarray,
