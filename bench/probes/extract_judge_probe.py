@@ -3,7 +3,7 @@ rank, salience, tagger-only, name-like, the judge's yes/no margin and type log-p
 (bench/probes/judge.py), the margins of filler words (calibration), and the gold label and type.
 One JSON line per window to --out. Tune split by default (rule 4: design on tune only).
 
-    python bench/probes/extract_judge_probe.py --model /work/models/qwen.gguf --out /tmp/q.jsonl
+    python bench/probes/extract_judge_probe.py --model qwen.gguf --out q.jsonl
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ FILLERS = ["stuff", "today", "thing", "time"]
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    ap.add_argument("--data", type=Path,
+                    default=Path(__file__).resolve().parents[3] / "shared" / "data")
     ap.add_argument("--split", default="tune")
     ap.add_argument("--model", default=None)
     ap.add_argument("--pool", type=int, default=12)

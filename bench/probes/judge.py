@@ -18,6 +18,9 @@ import math
 
 import numpy as np
 
+# the naming prompt is the extractor's own, so the probe measures what runs
+from synapse_cli.models.naming import _prompt as _name_prefix
+
 # One system prompt for both questions, fixed, so llama.cpp keeps it in the KV cache across
 # windows; its example answers both ways so that neither answer word is the only one it has seen.
 TYPE_WORDS = {"person": "person", "place": "place", "organization": "organization",
@@ -116,16 +119,6 @@ class LogitJudge:
         lp = self._ask_all(_SYSTEM, window, [_TYPE_ASK.format(c=c) for c in candidates],
                            tuple(TYPE_WORDS))
         return [{TYPE_WORDS[w]: float(v) for w, v in zip(TYPE_WORDS, row)} for row in lp]
-
-
-_NAME_SYSTEM = ("You read a chat and name one specific person, place, organization, event, "
-                "activity, object or topic from it that is worth remembering about the speakers, "
-                "copying the words from the chat.")
-
-
-def _name_prefix(window: str) -> str:
-    return (f"<|im_start|>system\n{_NAME_SYSTEM}<|im_end|>\n<|im_start|>user\nChat:\n{window}"
-            "<|im_end|>\n<|im_start|>assistant\n")
 
 
 class SpanScorer(LogitJudge):
