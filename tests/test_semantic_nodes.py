@@ -167,12 +167,26 @@ def test_demo_maya_node_fake_extractor(tmp_path, embedder):
     _check_maya(path)
 
 
+def _sister_question_routes(path: Path) -> list[list[int]]:
+    """`recall --explain`'s routes through semantic nodes to the line with the result."""
+    from synapse_cli import api
+
+    out = api.recall("How did Caroline's sister do in the marathon?", store=path, explain=True,
+                     touch=False)
+    assert not out["rejected"]
+    (finish,) = [r for r in out["results"] if r["text"].startswith("Maya finished")]
+    return finish["via"]
+
+
 def test_demo_maya_node_real_model(tmp_path, embedder):
     from synapse_cli.models.extractor import LlamaExtractor
 
     path = tmp_path / "st"
     _demo_store(path, embedder, LlamaExtractor(embedder=embedder))
     _check_maya(path)
+    maya = _nodes(path)["Maya"][0]
+    # the question does not name her: the graph ties her node to the answer
+    assert any(route[-2] == maya for route in _sister_question_routes(path))
     nodes = _nodes(path)
     assert nodes["Dolomites"][1]["etype"] == "place"
     for name, (_, body) in nodes.items():
@@ -224,3 +238,19 @@ def test_keep_temporal_fan():
     assert _w(indptr, indices, w, 1, 2) == pytest.approx(1.5)  # 2 temporal of 3
     assert _w(indptr, indices, w, 0, 4) == pytest.approx(0.8)
     assert _w(indptr, indices, w, 4, 0) == pytest.approx(0.8)  # nodes unchanged
+
+
+def _arrays():
+    """RecallArrays over _graph(): node 5 is linked to all 4 episodes, node 4 to 2."""
+    indptr, indices, weights, types, flags = _graph()
+    return graphview.RecallArrays(np.arange(1, 7, dtype=np.uint64), np.zeros(6, np.int64),
+                                  flags, indptr, indices, weights, types)
+
+
+def test_hubs_need_more_than_a_few_edges(monkeypatch):
+    arrays = _arrays()
+    indptr, *_ = arrays.without_hubs(0.2)
+    assert np.diff(indptr)[5] == 4  # 4 of 4 episodes, but a small store: still a bridge
+    monkeypatch.setattr(graphview, "HUB_MIN_EDGES", 3)
+    indptr, *_ = _arrays().without_hubs(0.2)
+    assert np.diff(indptr)[5] == 0 and np.diff(indptr)[4] == 2  # now a hub; node 4 is not

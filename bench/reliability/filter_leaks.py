@@ -82,8 +82,8 @@ def random_store(path, seed: int) -> dict:
 
 
 def violations(store: Store, truth: dict, query: str, cfg: RecallConfig) -> list[str]:
-    """Run one query; every result outside the filter, and every path record outside a tag or
-    time filter, as a message (empty: exact)."""
+    """Run one query; every result outside the filter, and every record of its path or via
+    routes outside a tag or time filter, as a message (empty: exact)."""
     want = {normalize_tag(t) for t in cfg.tags}
 
     def in_window(ts):
@@ -98,7 +98,8 @@ def violations(store: Store, truth: dict, query: str, cfg: RecallConfig) -> list
         if not (want <= tags and in_window(ts) and ts == r["timestamp"]
                 and (not cfg.types or kind in cfg.types)):
             bad.append(f"result {r['id']} {r['text']!r}")
-        for step in r.get("path", []):
+        routes = [r.get("path", [])] + r.get("via", [])  # via: routes through semantic nodes
+        for step in (step for route in routes for step in route):
             rid = step["id"] if isinstance(step, dict) else int(step)
             ptags, pts, _ = truth[store.body(rid)["text"]]
             if not (want <= ptags and in_window(pts)):

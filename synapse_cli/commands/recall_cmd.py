@@ -83,8 +83,10 @@ def recall(
                                          "recall.k)."),
     explain: bool = typer.Option(False, "--explain",
                                  help="Show how each result was reached: the memories "
-                                      "activation passed through (ecphory: the fact it came "
-                                      "from; synaptic: the chain from the query)."),
+                                      "activation passed through, and the semantic nodes "
+                                      "(people, places, things) that tie it to the question "
+                                      "(ecphory: the fact it came from; synaptic: the chain "
+                                      "from the query)."),
     cues: Optional[str] = typer.Option(None, "--cues", metavar="rules|model",
                                        autocompletion=complete(*setting_choices("ecphory.cues")),
                                        help="ecphory: find the names, places and times in "

@@ -147,6 +147,8 @@ def print_recall(result: dict, explain: bool) -> None:
             text = f"[dim]({r['type']})[/] {text}"
         row = [str(rank), _when(r.get("timestamp")), escape(who), text]
         if explain:
-            row.append(" > ".join(str(x) for x in r.get("path") or []))
+            lines = [" > ".join(str(x) for x in r.get("path") or [])]
+            lines += ["via " + " > ".join(str(x) for x in v) for v in r.get("via") or []]
+            row.append("\n".join(lines))
         table.add_row(*row)
     console.print(table)

@@ -16,6 +16,13 @@ from store_format.headers import HEADER_BYTES
 from .store import Store
 
 
+# A node with this many edges or fewer is never a hub, whatever the store's size: in a store of
+# twelve episodes, 0.2 of them is 2.4, and the node of a person three lines name ("her sister
+# Maya") is exactly the bridge the graph is for. A speaker's node, linked to all her turns, is
+# over it in any real conversation. No LoCoMo or agent-use store is small enough to notice.
+HUB_MIN_EDGES = 5
+
+
 @dataclass
 class RecallArrays:
     ids: np.ndarray          # u64 [n], record ids in position order
@@ -39,12 +46,14 @@ class RecallArrays:
 
     def without_hubs(self, share: float) -> tuple[np.ndarray, ...]:
         """(indptr, indices, weights, types) without the edges of hub nodes: semantic nodes
-        linked to more than `share` of the episodes (once per snapshot and share)."""
+        linked to more than `share` of the episodes and to more than HUB_MIN_EDGES records
+        (once per snapshot and share)."""
         key = ("hubless", share)
         if key not in self.cache:
             outdeg = np.diff(self.indptr)
             semantic = fl.memory_type_code(self.flags) == fl.MemoryType.SEMANTIC
-            hub = semantic & (outdeg > share * np.count_nonzero(~semantic))
+            limit = max(share * np.count_nonzero(~semantic), HUB_MIN_EDGES)
+            hub = semantic & (outdeg > limit)
             graph = (self.indptr, self.indices, self.weights, self.types)
             self.cache[key] = subgraph(graph, ~hub) if hub.any() else graph
         return self.cache[key]

@@ -31,6 +31,7 @@ class Signals:
     anchors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     no_result: np.ndarray | None = None   # bool per position: may not be returned
     bonus: np.ndarray | None = None       # float per position added to the fused score
+    graph: tuple | None = None            # (indptr, indices, weights, types) the wave ran on
 
 
 def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
@@ -112,7 +113,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
     n = len(sim)
     act = np.zeros(n, np.float32)
     pr = np.zeros(n, np.float32)
-    pred = None
+    pred = graph = None
     anchors = np.zeros(0, np.int64)
     if cfg.mode == "synapse" and n:
         dense_top = _top(sim, cfg.anchors_k)
@@ -136,6 +137,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                 lexical = bm25[anchors] / top_bm25 if top_bm25 > 0 else 0.0
                 anchor_sims = 0.5 * (anchor_sims + lexical)
             anchor_sims = anchor_sims.astype(np.float32)
+            graph = (indptr, indices, weights, types)
             act, pred = activate(indptr, indices, weights, types, arrays.timestamps,
                                  anchors.astype(np.int32), anchor_sims, alpha=cfg.alpha, S=cfg.S,
                                  delta=cfg.delta, rho=cfg.rho, beta=cfg.beta if cfg.inhibition else 0.0,
@@ -149,7 +151,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                 from ..pagerank_cache import pagerank_for  # from consolidation's cache if fresh
 
                 pr = arrays.cache["pagerank"] = pagerank_for(store, arrays)
-    return Signals(sim, dec, imp, bm25, act, pr, pred, anchors)
+    return Signals(sim, dec, imp, bm25, act, pr, pred, anchors, graph=graph)
 
 
 def result_row(arrays: graphview.RecallArrays, pos: int, body: dict, score: float,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from store_format import flags as fl
+from store_format import graph_files as gf
 
 from .. import graphview
 from ..store import Store
@@ -222,6 +223,30 @@ def explain_path(pos: int, sig: Signals, ids: np.ndarray) -> list[int]:
     return [int(ids[p]) for p in reversed(path)]
 
 
+def node_routes(pos: int, sig: Signals, arrays: graphview.RecallArrays, S: float,
+                limit: int = 3) -> list[list[int]]:
+    """The semantic nodes that passed activation to `pos` (ABSTRACTION edges from a node the
+    wave reached), strongest contribution first, each as its route anchor -> ... -> node ->
+    result: which people, places and things of the graph tie the result to the question,
+    including a result the question matched itself. A node that activation reached only from
+    the result itself is left out: it explains nothing."""
+    if sig.graph is None:
+        return []
+    indptr, indices, weights, types = sig.graph
+    semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
+    edges = np.flatnonzero((indices == pos) & (types == gf.ABSTRACTION))
+    src = np.searchsorted(indptr, edges, side="right") - 1
+    fan = np.diff(indptr)[src]
+    contribution = S * weights[edges] * sig.activation[src] / np.maximum(fan, 1)
+    keep = semantic[src] & (contribution > 0)
+    routes = []
+    for j in src[keep][np.argsort(-contribution[keep], kind="stable")]:
+        route = explain_path(int(j), sig, arrays.ids)
+        if int(arrays.ids[pos]) not in route:  # not the result's own echo
+            routes.append(route + [int(arrays.ids[pos])])
+    return routes[:limit]
+
+
 def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         arrays: graphview.RecallArrays, now_ms: int, embed, t0: float) -> dict:
     """The default pipeline after recall's dispatch (dispatch.py), for mode `synapse` and the
@@ -316,6 +341,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
                 "decay": round(float(sig.decay[pos]), 6)})
             if cfg.explain:
                 r["path"] = explain_path(pos, sig, arrays.ids)
+                r["via"] = node_routes(pos, sig, arrays, cfg.S)
             results.append(r)
     out = {"query": query, "mode": cfg.mode, "rejected": bool(rejected),
            "confidence": round(confidence, 6), "results": results,
