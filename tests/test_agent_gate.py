@@ -1,6 +1,7 @@
 """Issue 17's recall changes for agent use: the similarity of a query without the store's
-speakers' names (engine/recall/speakers.py), statements addressed to their listener in the
-attribution check, and the topic check over the memories a question reaches
+speakers' names (engine/recall/speakers.py), statements addressed to their listener or naming
+the person asked about in the attribution check, an update worded unlike what it replaces
+(currency.change_bonus), and the topic check over the memories a question reaches
 (topic.uncovered_topic). Unit tests on a small store, then the same behaviour with the real
 MiniLM embedder."""
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 from synapse_cli import api
 from synapse_cli.engine import graphview
 from synapse_cli.engine.recall import RecallConfig, bm25_open, recall
-from synapse_cli.engine.recall.attribution import addresses, credited
+from synapse_cli.engine.recall.attribution import addresses, credited, mentions_third_person
 from synapse_cli.engine.recall.speakers import subject_names, without_speakers
 from synapse_cli.engine.recall.topic import uncovered_topic
 from synapse_cli.engine.store import Store
@@ -126,3 +127,57 @@ def test_real_embedder_refuses_what_was_never_said(real):
     out = _recall(path, "What is Dana's blood type?", emb)
     assert out["rejected"] and "topic" in out
     assert not _recall(path, "Which vet does Biscuit go to?", emb)["rejected"]
+
+
+@pytest.mark.parametrize("text, yes", [
+    ("Tomás moved to Berlin last week.", True), ("I'll drive Tomás to the airport.", True),
+    ("Tomás's flight lands at 6.", True),
+    ("Hey Tomás! I moved to Berlin.", False), ("Thanks, Tomás.", False),
+    ("Tomás, that's great news", False), ("so proud of you, Tomás!", False),
+    ("Good morning Tomás", False), ("Hi Tomás, how are you?", False),
+])
+def test_mentions_third_person(text, yes):
+    assert mentions_third_person("Tomás", text) is yes
+
+
+def test_a_statement_about_the_person_asked_about_counts_for_them():
+    speakers, texts = ["Priya", "Tomás"], ["Tomás moved to Berlin in October.",
+                                           "Berlin is cold."]
+    assert credited("Tomás", speakers, texts) == ["Priya", "Tomás"]
+    assert credited("Tomás", speakers, texts, mentioned=True) == ["Tomás", "Tomás"]
+    # a vocative is not about them: Priya's own move stays hers
+    assert credited("Tomás", ["Priya"], ["Thanks, Tomás! I moved to Berlin."],
+                    mentioned=True) == ["Priya"]
+
+
+@pytest.mark.parametrize("text, yes", [
+    ("done, switched to Three. unlimited data", True), ("pescatarian now i guess", True),
+    ("BA instead, direct from Heathrow", True), ("review rescheduled to Tuesday", True),
+    ("I'm vegetarian, keep that in mind", False), ("are you still on Vodafone now?", False),
+])
+def test_reports_change(text, yes):
+    from synapse_cli.engine.recall.currency import reports_change
+
+    assert reports_change(text) is yes
+
+
+def test_real_embedder_an_update_worded_unlike_the_old_fact_comes_first(tmp_path):
+    from synapse_cli.models.embedder import get_embedder
+
+    emb = get_embedder()
+    old = "oh and i'm vegetarian, so keep that in mind for restaurants"
+    new = "eating fish again tbh, pescatarian now i guess"
+    turns = [("Dana", "2026-03-05T09:00:00Z", old),
+             ("Dana", "2026-03-09T09:00:00Z", "the vegetarian place on Kirkgate was lovely"),
+             ("Dana", "2026-03-31T19:42:00Z", new)]
+    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": "d1"} for s, t, x in turns],
+               store=str(tmp_path / "st"), embedder=emb)
+
+    def texts(**cfg):
+        out = _recall(tmp_path / "st", "Is Dana still vegetarian?", emb, gate=False, **cfg)
+        return [r["text"] for r in out["results"]]
+
+    plain = texts(lambda_change=0.0)
+    assert plain.index(new) > plain.index(old)  # shares no word with the question
+    ranked = texts()
+    assert ranked[0] == new

@@ -1,10 +1,13 @@
 """Hub nodes (RecallConfig.hub_share): a semantic node linked to more than that share of the
-episodes carries no activation; the rest of the graph is untouched."""
+episodes (and to more than graphview.HUB_MIN_EDGES records) carries no activation; the rest of
+the graph is untouched."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from store_format import flags as fl
+from synapse_cli.engine import graphview
 from synapse_cli.engine.graphview import RecallArrays
 from synapse_cli.kernels.activation import activate
 
@@ -27,11 +30,17 @@ def _arrays():
                         np.ones(len(edges), np.uint8))
 
 
+@pytest.fixture
+def few_edges_count(monkeypatch):
+    """This 7-node graph stands for a big store: no minimum edge count."""
+    monkeypatch.setattr(graphview, "HUB_MIN_EDGES", 0)
+
+
 def _edges(indptr, indices):
     return {(a, int(b)) for a in range(len(indptr) - 1) for b in indices[indptr[a]:indptr[a + 1]]}
 
 
-def test_hub_edges_go_and_the_rest_stay():
+def test_hub_edges_go_and_the_rest_stay(few_edges_count):
     a = _arrays()
     indptr, indices, weights, types = a.without_hubs(0.5)  # node 5 reaches 5 of 5 episodes
     assert _edges(indptr, indices) == {(0, 6), (6, 0), (1, 6), (6, 1), (0, 1), (1, 0)}
@@ -41,7 +50,7 @@ def test_hub_edges_go_and_the_rest_stay():
     assert a.without_hubs(0.5)[1] is indices  # once per snapshot
 
 
-def test_a_hub_no_longer_carries_activation_to_unrelated_episodes():
+def test_a_hub_no_longer_carries_activation_to_unrelated_episodes(few_edges_count):
     a = _arrays()
     kw = dict(alpha=1.0, S=0.8, delta=0.5, rho=0.0, beta=0.0, M=7, gamma=5.0, theta=0.5, T=3,
               use_fan=True, use_inhibition=False, frontier_only=True, validate=True)
@@ -50,3 +59,12 @@ def test_a_hub_no_longer_carries_activation_to_unrelated_episodes():
     without, _ = activate(*a.without_hubs(0.5), a.timestamps, *anchor, **kw)
     assert with_hub[4] > without[4]  # episode 4 shares only the speaker with the anchor
     assert without[1] > without[4]   # its neighbour through node 6 and the direct edge does
+
+
+def test_in_a_small_store_a_node_with_few_edges_is_a_bridge():
+    """Node 5 links all 5 episodes, but 5 edges are no more than HUB_MIN_EDGES: in the
+    12-line demo, 0.2 of the episodes is 2.4, and "Maya", named in 3 lines, must carry."""
+    assert graphview.HUB_MIN_EDGES == 5
+    a = _arrays()
+    indptr, indices, _, _ = a.without_hubs(0.5)
+    assert _edges(indptr, indices) == _edges(a.indptr, a.indices)

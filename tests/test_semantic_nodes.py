@@ -239,18 +239,3 @@ def test_keep_temporal_fan():
     assert _w(indptr, indices, w, 0, 4) == pytest.approx(0.8)
     assert _w(indptr, indices, w, 4, 0) == pytest.approx(0.8)  # nodes unchanged
 
-
-def _arrays():
-    """RecallArrays over _graph(): node 5 is linked to all 4 episodes, node 4 to 2."""
-    indptr, indices, weights, types, flags = _graph()
-    return graphview.RecallArrays(np.arange(1, 7, dtype=np.uint64), np.zeros(6, np.int64),
-                                  flags, indptr, indices, weights, types)
-
-
-def test_hubs_need_more_than_a_few_edges(monkeypatch):
-    arrays = _arrays()
-    indptr, *_ = arrays.without_hubs(0.2)
-    assert np.diff(indptr)[5] == 4  # 4 of 4 episodes, but a small store: still a bridge
-    monkeypatch.setattr(graphview, "HUB_MIN_EDGES", 3)
-    indptr, *_ = _arrays().without_hubs(0.2)
-    assert np.diff(indptr)[5] == 0 and np.diff(indptr)[4] == 2  # now a hub; node 4 is not

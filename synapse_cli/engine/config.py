@@ -117,6 +117,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("gate", "addressed", bool, True, "attribution check: another speaker's statement that "
       "says 'you'/'your' and not 'I'/'my' counts for the person the query names (an agent's "
       "'you're on the Explorer plan now' is the customer's fact)", "recall"),
+    S("gate", "mentioned", bool, True, "attribution check: another speaker's statement that "
+      "names the person the query names other than to address them ('Tomás moved to Berlin', "
+      "not 'Thanks, Tomás!') counts for that person", "recall"),
     S("gate", "attribution_content", str, "coverage", "attribution check: what a statement's "
       "match is worth; coverage = the query words it states, each weighted by its best BM25 "
       "share (a short repeat counts as much as the original), bm25 = its BM25 over them",
@@ -151,6 +154,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("score", "lambda_superseded", float, 0.4, "unless a query asks about the past, a memory "
       "that a newer one among the best score.version_depth restates loses this much; 0 = off",
       "recall", 0),
+    S("score", "lambda_change", float, 0.3, "unless a query asks about the past, a statement "
+      "among the best score.version_depth that reports a change ('switched to', 'now', "
+      "'instead', 'rescheduled') gains this; 0 = off", "recall", 0),
     S("score", "version_sim", float, 0.6, "cosine between two memories from which the newer "
       "restates the older (a new version of the same fact)", "recall", -1, 1),
     S("score", "version_depth", int, 20, "how many of the best candidates are compared for "

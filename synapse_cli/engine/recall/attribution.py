@@ -27,7 +27,9 @@ The check, for a query that names exactly one person who speaks in the top `dept
     to its first speaker, both ways, refused 6.6% of LoCoMo's answerable questions instead of
     4.5%, for 58.6% of category 5 instead of 52.7%);
   * another speaker's statement that names the person with a possessive ("it's Mei's
-    birthday tomorrow") counts for that person;
+    birthday tomorrow") counts for that person, and with `mentioned` one that names them in
+    any way other than to address them ("Tomás moved to Berlin", not "Thanks, Tomás!"): in
+    a group chat, what others say about a person is often all there is;
 - margin = (best content of a statement that counts for someone else - best of one that counts
   for the named person), divided by the best content of any statement (a relative margin); no
   statement for the named person gives margin 1. Memories without a speaker (notes, semantic
@@ -143,9 +145,34 @@ def addresses(text: str | None) -> bool:
     return bool(_YOU.search(t)) and not _ME.search(t)
 
 
+_GREETING = re.compile(r"(?:^|\b)(hey|hi|hello|thanks|thank you|congrats|congratulations|oh|"
+                       r"wow|yes|yeah|yep|ok|okay|sure|dear|bye|morning|night|welcome|sorry|"
+                       r"great|good|nice|lol|haha|aw+|omg)[\s,!.]*$", re.IGNORECASE)
+
+
+def mentions_third_person(name: str, text: str | None) -> bool:
+    """`text` names `name` other than to address them: "Tomás moved to Berlin", "the party
+    is at Ana's place" (possessive), "I'll drive Ana", but not "Hey Ana!", "Thanks, Ana.",
+    "Ana, that's great", "so proud of you, Ana!" (a vocative: the name set off by a comma or
+    closing the sentence, or after a greeting)."""
+    t = text or ""
+    for m in _name_pattern(name).finditer(t):
+        before, after = t[:m.start()].rstrip(), t[m.end():]
+        if m.group(0).endswith(("'s", "\u2019s")):
+            return True
+        if re.match(r"\s*(?:[,!?]|\.(?:\s|$)|$)", after):  # "..., Ana!" / "Ana, ..."
+            continue
+        if not before or before.endswith((",", "!", ".", "?", ":", "-")) or \
+                _GREETING.search(before):
+            if re.match(r"\s*(?:[,!?.]|$)", after):
+                continue
+        return True
+    return False
+
+
 def credited(name: str, speakers: list[str | None], texts: list[str | None],
              matched: list[frozenset] | None = None, order: list | None = None,
-             addressed: bool = False) -> list:
+             addressed: bool = False, mentioned: bool = False) -> list:
     """Per memory, the person its statement counts for (see the module docstring): its speaker;
     the named person when another speaker names them with a possessive ("Mei's"); else, for a
     restatement (its `matched` words all stated by an earlier statement of another speaker,
@@ -153,7 +180,10 @@ def credited(name: str, speakers: list[str | None], texts: list[str | None],
     when that is the named person (the rule only adds evidence for the person asked about).
     With `addressed`, another speaker's statement that addresses its listener (addresses())
     counts for the named person too: an agent's "you're on the Explorer plan now" is the
-    customer's fact. Without `matched` and `order` the restatement rule does not apply."""
+    customer's fact. With `mentioned`, another speaker's statement that names the person other
+    than as a vocative (mentions_third_person: "Tomás moved to Berlin") counts for them, which
+    the possessive rule is a case of. Without `matched` and `order` the restatement rule does
+    not apply."""
     possessive = re.compile(r"(?<!\w)" + re.escape(name) + r"['\u2019]s(?!\w)")
     out = list(speakers)
     n = len(speakers)
@@ -165,7 +195,8 @@ def credited(name: str, speakers: list[str | None], texts: list[str | None],
     for i in seq:
         spk = speakers[i]
         if spk and spk != name and is_statement(texts[i]) and (
-                possessive.search(texts[i] or "") or (addressed and addresses(texts[i]))):
+                possessive.search(texts[i] or "") or (addressed and addresses(texts[i]))
+                or (mentioned and mentions_third_person(name, texts[i]))):
             out[i] = name
         elif spk and matched is not None and order is not None and matched[i] \
                 and is_statement(texts[i]):
@@ -201,7 +232,7 @@ def margin(name: str, speakers: list[str | None], texts: list[str | None],
 def check(query: str, bodies: list[dict], word_scores, depth: int,
           threshold: float, order: list | None = None,
           restatements: bool = True, scoring: str = "coverage",
-          addressed: bool = False) -> Verdict | None:
+          addressed: bool = False, mentioned: bool = False) -> Verdict | None:
     """The verdict for a query over its ranked result bodies, or None when the check does not
     apply (no single named speaker among them, or no statement matches).
     `word_scores(query_without_name)` returns (its distinct words, their BM25 shares [words,
@@ -220,7 +251,7 @@ def check(query: str, bodies: list[dict], word_scores, depth: int,
     matched = matched_topics(words, per_word, texts) if restatements and order is not None \
         else None
     credit = credited(name, speakers, texts, matched, order[:depth] if matched else None,
-                      addressed)
+                      addressed, mentioned)
     content = (stated_coverage if scoring == "coverage" else stated_content)(words, per_word,
                                                                              texts)
     m = margin(name, speakers, texts, content, credit)

@@ -1,6 +1,6 @@
 """Memory that stays true: the current version of a fact first, chatter last (issue 17).
 
-Three adjustments of the default mode's fused score, all applied before the gate:
+Four adjustments of the default mode's fused score, all applied before the gate:
 - *content prior*: a turn of one or two words ("ok", "RIP", "👍") scores high against any
   question that names its speaker, because ingest embeds "speaker: text"; it loses
   `lambda_chatter` x (1 - tokens / `content_tokens`) (tokens: its BM25 document length, the
@@ -11,6 +11,10 @@ Three adjustments of the default mode's fused score, all applied before the gate
   moves to 10:00" after "standup is at 9:30". A question about the past ("when did", "first",
   "originally", "before", "used to") or a list ("what are her hobbies?", whose answer is every
   version) keeps the order; `recall --as-of` makes the later versions invisible instead.
+- *news* (`lambda_change`, same questions): a statement among the best `version_depth` that
+  reports a change ("switched to Three", "pescatarian now", "BA instead") gains
+  `lambda_change`: an update worded unlike both the question and the version it replaces
+  shares too little with either for the two rules around it to see it.
 - *newest first* (`newest_first`, same questions): among the best `version_depth`, the
   versions of one fact (cosine >= `version_sim` to the best-scoring of them, and a topic word
   of the question in common, so that two turns of one speaker are not versions just because
@@ -41,6 +45,37 @@ def asks_about_now(query: str) -> bool:
     if _PAST.search(query):
         return False
     return bool(_NOW.search(query) or _ONE_STATE.search(query))
+
+
+# Words with which a chat reports that a fact changed: "switched to Three", "pescatarian now",
+# "moved it to Tuesday", "KLM booking cancelled, BA instead", "Updated: ...".
+_CHANGE = re.compile(r"\b(now|switched|switching|switch|changed|changing|moved|moving|instead|"
+                     r"updated|no longer|anymore|any more|rescheduled|replaced|cancelled|"
+                     r"canceled|postponed|pushed back|pushed to|new)\b", re.IGNORECASE)
+
+
+def reports_change(text: str | None) -> bool:
+    """The statement says that something changed (_CHANGE), outside a question."""
+    from .attribution import is_statement
+
+    return is_statement(text) and bool(_CHANGE.search(text or ""))
+
+
+def change_bonus(store, arrays, cfg, query: str, top: np.ndarray) -> np.ndarray | None:
+    """float per position: `lambda_change` for each of the best `version_depth` candidates
+    that reports a change (reports_change), for a question about the current state
+    (asks_about_now): an update worded unlike the question and unlike the version it replaces
+    ("done, switched to Three" for "What is Dana's current phone plan?") still says that it
+    is the news. None when nothing changes."""
+    if cfg.lambda_change <= 0 or not len(top) or not asks_about_now(query):
+        return None
+    top = np.asarray(top[: cfg.version_depth], np.int64)
+    hit = np.array([reports_change(b.get("text")) for b in store.bodies(arrays.ids[top])])
+    if not hit.any():
+        return None
+    out = np.zeros(len(arrays.ids), np.float64)
+    out[top[hit]] = cfg.lambda_change
+    return out
 
 
 def chatter_penalty(store, arrays, cfg) -> np.ndarray | None:

@@ -116,6 +116,13 @@ class SynapseSettings:
     name_free_sim: float = 0.5
     content_tokens: int = 6
     lambda_superseded: float = 0.4
+    # A statement among the best version_depth that reports a change ("switched to Three",
+    # "pescatarian now", "BA instead") gains this for a question about the current state
+    # (engine/recall/currency.py change_bonus). Agent-use tune half, current first: 0 0.75,
+    # 0.1 0.75, 0.2 0.80, 0.3 0.85, 0.5 0.90 (but top 3 0.792 -> 0.787 and lower past it);
+    # LoCoMo dev at 0.3: recall@10 over 1-4 71.31 -> 71.45, category 5 rejected
+    # leave-one-conversation-out 49.37% -> 50.21% at 5.26% false refusals.
+    lambda_change: float = 0.3
     version_sim: float = 0.6
     version_depth: int = 20
     # Within each set of versions of one fact among the best version_depth candidates (cosine
@@ -148,6 +155,9 @@ class GateSettings:
     # user's facts to them. LoCoMo dev: false refusals 5.53% -> 4.34%, category 5 rejected
     # 56.96% -> 55.27% (with name_free_sim 0.5).
     addressed: bool = True
+    # Another speaker's statement that names the person in the third person ("Tomás moved to
+    # Berlin", not "Thanks, Tomás!") counts for them (attribution.mentions_third_person).
+    mentioned: bool = True
     # What a statement's match is worth: "coverage" = the query words it states, each weighted
     # by its best BM25 share among the top memories (length and repetition do not count);
     # "bm25" = its BM25 over those words.
@@ -263,12 +273,15 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         from . import currency
 
         sig.bonus = currency.chatter_penalty(store, arrays, cfg)
-        if cfg.lambda_superseded > 0 or cfg.newest_first:
+        if cfg.lambda_superseded > 0 or cfg.lambda_change > 0 or cfg.newest_first:
             k = max(k, cfg.version_depth)
     kcfg = cfg if k == cfg.k else replace(cfg, k=k)
     top, scores = rank(sig, kcfg)
     if cfg.mode == "synapse":
         older = currency.superseded_penalty(store, arrays, cfg, query, top)
+        news = currency.change_bonus(store, arrays, cfg, query, top)
+        if news is not None:  # both adjust the same ranking: applied together
+            older = news if older is None else older + news
         if older is not None:
             sig.bonus = older if sig.bonus is None else sig.bonus + older
             top, scores = rank(sig, kcfg)
@@ -329,7 +342,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
                 query, a_bodies, lambda q: _word_scores(store, q, depth_ids, arrays,
                                                         np.isfinite(sig.sim), cfg.variant_weight),
                 cfg.attribution_depth, cfg.tau_attribution, order, cfg.restatements,
-                cfg.attribution_content, cfg.addressed)
+                cfg.attribution_content, cfg.addressed, cfg.mentioned)
             rejected = verdict is not None and not verdict.passed
         top, scores, bodies = top[: cfg.k], scores[: cfg.k], bodies[: cfg.k]
     if not rejected:
