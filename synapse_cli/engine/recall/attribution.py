@@ -134,7 +134,9 @@ def matched_topics(words: list[str], per_word: np.ndarray,
 
 _YOU = re.compile(r"\b(you|your|yours|yourself|you're|youre|you've|you'll|you'd|u|ur)\b",
                   re.IGNORECASE)
-_ME = re.compile(r"\b(i|i'm|im|i've|ive|i'll|i'd|me|my|mine|myself)\b", re.IGNORECASE)
+# the speaker as subject or owner; not "me" as an object ("tell me all about it", "let me
+# know"), which asks the listener about themselves
+_ME = re.compile(r"\b(i|i'm|im|i've|ive|i'll|i'd|my|mine|myself)\b", re.IGNORECASE)
 
 
 def addresses(text: str | None) -> bool:

@@ -21,12 +21,17 @@ import re
 from ...models.tokenize import tokenize
 from ...models.words import _STOP
 
-# Words that say how a question asks, not what about (beyond the stopwords of models/words.py).
+# Words that say how a question asks, not what about (beyond the stopwords of models/words.py):
+# "When did Gina mention Shia Labeouf?", "What attributes describe John?", "the topic of
+# discussion between John and Tim" ask about what was said, in words nobody says.
 _ASKING = frozenset("""
 what which who whom whose when where why how name names named called call currently current
 now latest still anymore these days nowadays right recently today ever usually often exactly
 happen happened happening new newest last first kind sort getting
 anyone anybody someone somebody everyone everybody
+mention mentions mentioning describe describes described talk talks talked talking discuss
+discusses discussed discussion discussions topic topics conversation between attribute
+attributes trait traits
 """.split())
 _IDENT = re.compile(r"\b[A-Za-z]+[-_.]?\d[\w.-]*")  # INC-412, v2, pr1234
 _NAME = re.compile(r"(?<=\s)([A-Z][\w'’-]*)")  # capitalised after the first word
