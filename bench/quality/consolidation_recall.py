@@ -23,7 +23,7 @@ question. Rows on the consolidated stores (the engine's arrays built with one ch
   no-dormancy             archived (dormant) nodes back in the graph;
   no-semantic-edges       every edge touching a semantic node dropped (what is left of
                           consolidation: the consolidated flags, the nodes as records);
-  abstraction-x0.5        ABSTRACTION edges at half their weight;
+  abstraction-x0.5 / x1.5 / x2   ABSTRACTION edges at that multiple of their weight;
   with-hubs / hubs-0.05   RecallConfig.hub_share 1.0 (speaker nodes carry activation) / 0.05;
   pagerank-0.2            RecallConfig.lambda_pr 0.2 (the seed's PageRank weight; default 0).
 Metric: evidence recall@10 in percent over categories 1-4 (question-weighted) and per category,
@@ -98,8 +98,9 @@ def arrays_variant(store: Store, name: str):
         keep = fl.memory_type_code(a.flags) != fl.MemoryType.SEMANTIC
         a.indptr, a.indices, a.weights, a.types = graphview.subgraph(
             (a.indptr, a.indices, a.weights, a.types), keep)
-    elif name == "abstraction-x0.5":
-        a.weights = np.where(a.types == gf.ABSTRACTION, a.weights * 0.5,
+    elif name.startswith("abstraction-x"):
+        factor = float(name.removeprefix("abstraction-x"))
+        a.weights = np.where(a.types == gf.ABSTRACTION, a.weights * factor,
                              a.weights).astype(np.float32)
     return a
 
@@ -135,6 +136,7 @@ class _EpisodeAnchors:
 CONS_ROWS = {"consolidated": {}, "episode-anchors (recall.py change)": {}, "with-idf": {},
              "with-fan-compensation": {}, "idf-and-fan": {},
              "no-dormancy": {}, "no-semantic-edges": {}, "abstraction-x0.5": {},
+             "abstraction-x1.5": {}, "abstraction-x2": {},
              "with-hubs": {"hub_share": 1.0}, "hubs-0.05": {"hub_share": 0.05},
              "pagerank-0.2": {"lambda_pr": 0.2}}
 

@@ -4,7 +4,9 @@
                                [--tune bench/out/locomo_tune.json] [--out docs/RESULTS.md]
 
 Inputs: the output of bench/quality/locomo_recall.py (every mode and ablation in one run, the gate
-calibration) and, when present, of bench/tune/locomo_tune.py (the sweep behind the recall defaults).
+calibration) and, when present, of bench/quality/agent_use.py (fresh and --consolidate),
+bench/quality/consolidation_recall.py (default and a bigger model) and bench/tune/locomo_tune.py
+(the sweep behind the recall defaults).
 """
 from __future__ import annotations
 
@@ -224,6 +226,62 @@ def cons_section(r: dict) -> list[str]:
     return L
 
 
+AGENT = ["current_first", "top3", "top10", "never_rejected", "false_refusals", "as_of_top1"]
+AGENT_HEAD = ["current first", "gold in top 3", "gold in top 10", "never-answered rejected",
+              "false refusals", "as-of top 1"]
+HALVES = {"tune": "tuned on", "heldout": "held out", "fresh": "fresh (written after the tuning, "
+          "never looked at)"}
+
+
+def agent_section(a: dict, cons: dict | None) -> list[str]:
+    """Issue 17's agent-use suite: every half, every mode of one run; the consolidated stores'
+    synapse rows from a second run when given."""
+    L = ["## Agent use (bench/quality/agent_use.py)", "",
+         f"Command: `{a['command']}`, {a['seconds']} s. Conversations written for this project "
+         "(bench/quality/agent_use/README.md); the tune half is what the settings were chosen "
+         "on. Targets: " + ", ".join(f"{k} {v}" for k, v in a["targets"].items()) + ".", ""]
+    rows = []
+    for half, modes in a["results"].items():
+        for mode, r in modes.items():
+            rows.append([f"{HALVES.get(half, half)}", mode,
+                         *[r[k]["share"] if r[k]["n"] else None for k in AGENT]])
+    if cons is not None:
+        for half, modes in cons["results"].items():
+            r = modes["synapse"]
+            rows.append([f"{HALVES.get(half, half)}", "synapse, consolidated",
+                         *[r[k]["share"] if r[k]["n"] else None for k in AGENT]])
+    L += table(["half", "mode", *AGENT_HEAD], rows)
+    if cons is not None:
+        L += [f"Consolidated: `{cons['command']}`.", ""]
+    return L
+
+
+def consolidation_section(c: dict, bigger: dict | None) -> list[str]:
+    """Issue 18: fresh against consolidated stores in one run, the ablations, both halves, and
+    the consolidated row with a bigger extraction model."""
+    L = ["## Consolidation (bench/quality/consolidation_recall.py)", "",
+         f"Model `{Path(c['model']).name}`, {c['questions']} questions of "
+         f"{', '.join(c['conversations'])}; {c['metric']}. Every row after `consolidated` "
+         "changes one thing on the consolidated stores (the script's docstring says what).", ""]
+    L += table(["row", *HEAD], [[k, *[v[x] for x in CATS]] for k, v in c["rows"].items()])
+    L += ["Consolidated minus fresh: " + ", ".join(
+        f"{h} {c['consolidated_minus_fresh'][x]:+.2f}" for h, x in zip(HEAD, CATS)) + ".", ""]
+    rows = []
+    for half, r in c["by_half"].items():
+        for row in ("fresh", "consolidated"):
+            rows.append([half, row, *[r[row][x] for x in CATS]])
+    L += table(["conversations", "row", *HEAD], rows)
+    speed = [b.get("turns_per_s") for b in c["consolidation"].values() if b.get("turns_per_s")]
+    if speed:
+        L += [f"Consolidation speed (when the stores were built): {min(speed)}-{max(speed)} "
+              "turns/s.", ""]
+    if bigger is not None:
+        b = bigger["rows"]
+        L += [f"With `{Path(bigger['model']).name}` (tag {bigger['tag']}):", ""]
+        L += table(["row", *HEAD], [[k, *[v[x] for x in CATS]] for k, v in b.items()])
+    return L
+
+
 def noise_section(n: dict) -> list[str]:
     p = n["protocol"]
     where = "their own session" if "of their own" in p["schedule"] else "the turns' session"
@@ -352,6 +410,12 @@ def main():
     p.add_argument("--out", default=str(ROOT / "docs" / "RESULTS.md"))
     p.add_argument("--probe", default=str(ROOT / "bench" / "out" / "locomo_speaker_probe.json"))
     p.add_argument("--cons", default=str(ROOT / "bench" / "out" / "locomo_recall_cons.json"))
+    p.add_argument("--agent", default=str(ROOT / "bench" / "out" / "agent_use.json"))
+    p.add_argument("--agent-cons", default=str(ROOT / "bench" / "out" / "agent_use_cons.json"))
+    p.add_argument("--consolidation",
+                   default=str(ROOT / "bench" / "out" / "consolidation_recall.json"))
+    p.add_argument("--consolidation-bigger",
+                   default=str(ROOT / "bench" / "out" / "consolidation_recall_qwen.json"))
     p.add_argument("--noise", nargs="*",
                    default=[str(ROOT / "bench" / "out" / "locomo_noise.json")])
     args = p.parse_args()
@@ -364,6 +428,13 @@ def main():
     noise0 = args.noise[0] if args.noise and Path(args.noise[0]).exists() else None
     L += targets_section(rec, json.loads(Path(noise0).read_text()) if noise0 else None)
     L += recall_section(rec)
+    def load(path: str) -> dict | None:
+        return json.loads(Path(path).read_text()) if Path(path).exists() else None
+
+    if Path(args.agent).exists():
+        L += agent_section(load(args.agent), load(args.agent_cons))
+    if Path(args.consolidation).exists():
+        L += consolidation_section(load(args.consolidation), load(args.consolidation_bigger))
     if Path(args.cons).exists():
         L += cons_section(json.loads(Path(args.cons).read_text()))
     for n in args.noise:
