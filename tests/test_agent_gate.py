@@ -181,3 +181,20 @@ def test_real_embedder_an_update_worded_unlike_the_old_fact_comes_first(tmp_path
     assert plain.index(new) > plain.index(old)  # shares no word with the question
     ranked = texts()
     assert ranked[0] == new
+
+
+def test_recaller_embeds_the_query_and_its_name_free_form_in_one_call(store):
+    calls = []
+
+    class Counting:
+        name, dim = EMB.name, EMB.dim
+
+        def encode(self, texts):
+            calls.append(list(texts))
+            return EMB.encode(texts)
+
+    with api.Recaller(store, embedder=Counting()) as r:
+        out = r.recall("Is Dana still vegetarian?", k=5, touch=False)
+    assert calls == [["Is Dana still vegetarian?", "Is still vegetarian?"]]
+    alone = _recall(store, "Is Dana still vegetarian?", EMB)  # the two embedded one by one
+    assert [x["id"] for x in out["results"]] == [x["id"] for x in alone["results"]]

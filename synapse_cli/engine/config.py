@@ -154,9 +154,10 @@ SETTINGS: tuple[Setting, ...] = (
     S("score", "lambda_superseded", float, 0.4, "unless a query asks about the past, a memory "
       "that a newer one among the best score.version_depth restates loses this much; 0 = off",
       "recall", 0),
-    S("score", "lambda_change", float, 0.3, "unless a query asks about the past, a statement "
+    S("score", "lambda_change", float, 1.0, "unless a query asks about the past, a statement "
       "among the best score.version_depth that reports a change ('switched to', 'now', "
-      "'instead', 'rescheduled') gains this; 0 = off", "recall", 0),
+      "'instead', 'rescheduled') gains up to this, scaled by its similarity to the query "
+      "among those candidates; 0 = off", "recall", 0),
     S("score", "version_sim", float, 0.6, "cosine between two memories from which the newer "
       "restates the older (a new version of the same fact)", "recall", -1, 1),
     S("score", "version_depth", int, 20, "how many of the best candidates are compared for "

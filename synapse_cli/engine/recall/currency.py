@@ -12,9 +12,11 @@ Four adjustments of the default mode's fused score, all applied before the gate:
   "originally", "before", "used to") or a list ("what are her hobbies?", whose answer is every
   version) keeps the order; `recall --as-of` makes the later versions invisible instead.
 - *news* (`lambda_change`, same questions): a statement among the best `version_depth` that
-  reports a change ("switched to Three", "pescatarian now", "BA instead") gains
-  `lambda_change`: an update worded unlike both the question and the version it replaces
-  shares too little with either for the two rules around it to see it.
+  reports a change ("switched to Three", "pescatarian now", "BA instead") gains up to
+  `lambda_change`, scaled by its similarity to the question (0 for unrelated text, all of it
+  for the closest candidate): an
+  update worded unlike both the question and the version it replaces shares too little with
+  either for the two rules around it to see it.
 - *newest first* (`newest_first`, same questions): among the best `version_depth`, the
   versions of one fact (cosine >= `version_sim` to the best-scoring of them, and a topic word
   of the question in common, so that two turns of one speaker are not versions just because
@@ -49,7 +51,7 @@ def asks_about_now(query: str) -> bool:
 
 # Words with which a chat reports that a fact changed: "switched to Three", "pescatarian now",
 # "moved it to Tuesday", "KLM booking cancelled, BA instead", "Updated: ...".
-_CHANGE = re.compile(r"\b(now|switched|switching|switch|changed|changing|moved|moving|instead|"
+_CHANGE = re.compile(r"\b(now|switched|changed|moved|moving|instead|"
                      r"updated|no longer|anymore|any more|rescheduled|replaced|cancelled|"
                      r"canceled|postponed|pushed back|pushed to|new)\b", re.IGNORECASE)
 
@@ -61,20 +63,28 @@ def reports_change(text: str | None) -> bool:
     return is_statement(text) and bool(_CHANGE.search(text or ""))
 
 
-def change_bonus(store, arrays, cfg, query: str, top: np.ndarray) -> np.ndarray | None:
-    """float per position: `lambda_change` for each of the best `version_depth` candidates
-    that reports a change (reports_change), for a question about the current state
-    (asks_about_now): an update worded unlike the question and unlike the version it replaces
+def change_bonus(store, arrays, cfg, query: str, top: np.ndarray,
+                 sim: np.ndarray) -> np.ndarray | None:
+    """float per position: for a question about the current state (asks_about_now), each of
+    the best `version_depth` candidates that reports a change (reports_change) gains
+    `lambda_change` times its cosine to the query (`sim`, per position) scaled to [0, 1]
+    between `anchor_min_sim` (unrelated text) and the best of those candidates: an update worded unlike the question and unlike the version it replaces
     ("done, switched to Three" for "What is Dana's current phone plan?") still says that it
-    is the news. None when nothing changes."""
+    is the news, while "new week new me", barely related, gains a tenth of it. None
+    when nothing changes."""
     if cfg.lambda_change <= 0 or not len(top) or not asks_about_now(query):
         return None
     top = np.asarray(top[: cfg.version_depth], np.int64)
     hit = np.array([reports_change(b.get("text")) for b in store.bodies(arrays.ids[top])])
     if not hit.any():
         return None
+    s = sim[top].astype(np.float64)
+    s = np.where(np.isfinite(s), s, cfg.anchor_min_sim)
+    floor = min(cfg.anchor_min_sim, s.max())  # the cosine of text unrelated to the query
+    span = s.max() - floor
+    scale = np.clip((s - floor) / span, 0.0, 1.0) if span > 0 else np.ones(len(top))
     out = np.zeros(len(arrays.ids), np.float64)
-    out[top[hit]] = cfg.lambda_change
+    out[top[hit]] = cfg.lambda_change * scale[hit]
     return out
 
 

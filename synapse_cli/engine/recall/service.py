@@ -86,11 +86,11 @@ class Recaller:
         """What `synapse recall --json` prints for `query`. `cfg` and `options`: see
         `recall_config` (`r.recall(q, k=3)`, `r.recall(q, api.settings(k=3))`)."""
         cfg = recall_config(cfg, **options)
-        vec = self.embedder.encode([query])[0]
+        vec, embed = self._query_vectors(query, cfg)
         for attempt in range(READ_RETRIES + 1):
             try:
                 result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms,
-                                embed=self.embedder.encode)
+                                embed=embed)
                 break
             except (CorruptStore, StoreIOError) as exc:
                 # A writer committed after we read the manifest (a compaction deleted a file
@@ -108,6 +108,24 @@ class Recaller:
             result["touched"] = self._touch([r["id"] for r in result["results"]], now_ms,
                                             stimulated)
         return result
+
+    def _query_vectors(self, query: str, cfg: RecallConfig):
+        """(the query's vector, the `embed` recall gets). The default mode also embeds the query
+        without the store's speakers' names (speakers.py, score.name_free_sim): both go to the
+        model in one batch, one call instead of two."""
+        encode = self.embedder.encode
+        bare = None
+        if cfg.mode == "synapse" and cfg.name_free_sim > 0:
+            from .speakers import without_speakers
+
+            bare = without_speakers(self.store, self.arrays, query)
+        if bare is None:
+            return encode([query])[0], encode
+        vecs = encode([query, bare])
+
+        def embed(texts):
+            return vecs[1:] if list(texts) == [bare] else encode(texts)
+        return vecs[0], embed
 
     def _touch(self, ids, now_ms: int | None = None, stimulated=()) -> bool:
         """Reconsolidate the returned records (a recall spike each) and give every other

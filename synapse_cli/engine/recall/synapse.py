@@ -117,12 +117,13 @@ class SynapseSettings:
     content_tokens: int = 6
     lambda_superseded: float = 0.4
     # A statement among the best version_depth that reports a change ("switched to Three",
-    # "pescatarian now", "BA instead") gains this for a question about the current state
-    # (engine/recall/currency.py change_bonus). Agent-use tune half, current first: 0 0.75,
-    # 0.1 0.75, 0.2 0.80, 0.3 0.85, 0.5 0.90 (but top 3 0.792 -> 0.787 and lower past it);
-    # LoCoMo dev at 0.3: recall@10 over 1-4 71.31 -> 71.45, category 5 rejected
-    # leave-one-conversation-out 49.37% -> 50.21% at 5.26% false refusals.
-    lambda_change: float = 0.3
+    # "pescatarian now", "BA instead") gains up to this for a question about the current state:
+    # all of it for the candidate closest to the question, nothing for text at anchor_min_sim
+    # (currency.change_bonus). Agent-use tune half, current first / top 3: 0 0.75 / 0.784,
+    # 0.5 0.85 / 0.824, 0.7 0.85 / 0.824, 0.8 0.90 / 0.843, 1.0 0.95 / 0.843. LoCoMo dev
+    # recall@10 over 1-4: 71.77 at 0.8 and at 1.0 (multi-hop 43.36), against 71.97 (43.01) with
+    # an unscaled bonus of 0.3, which lifted "ok so new week new me" into a top 5.
+    lambda_change: float = 1.0
     version_sim: float = 0.6
     version_depth: int = 20
     # Within each set of versions of one fact among the best version_depth candidates (cosine
@@ -279,7 +280,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     top, scores = rank(sig, kcfg)
     if cfg.mode == "synapse":
         older = currency.superseded_penalty(store, arrays, cfg, query, top)
-        news = currency.change_bonus(store, arrays, cfg, query, top)
+        news = currency.change_bonus(store, arrays, cfg, query, top, sig.sim)
         if news is not None:  # both adjust the same ranking: applied together
             older = news if older is None else older + news
         if older is not None:
