@@ -86,9 +86,11 @@ class Recaller:
         """What `synapse recall --json` prints for `query`. `cfg` and `options`: see
         `recall_config` (`r.recall(q, k=3)`, `r.recall(q, api.settings(k=3))`)."""
         cfg = recall_config(cfg, **options)
-        vec, embed = self._query_vectors(query, cfg)
+        vec = embed = None
         for attempt in range(READ_RETRIES + 1):
             try:
+                if vec is None:  # reads the store (its speakers): inside the retry
+                    vec, embed = self._query_vectors(query, cfg)
                 result = recall(self.store, query, vec, cfg, self.arrays, now_ms=now_ms,
                                 embed=embed)
                 break
