@@ -271,14 +271,16 @@ def consolidation_section(c: dict, bigger: dict | None) -> list[str]:
         for row in ("fresh", "consolidated"):
             rows.append([half, row, *[r[row][x] for x in CATS]])
     L += table(["conversations", "row", *HEAD], rows)
-    speed = [b.get("turns_per_s") for b in c["consolidation"].values() if b.get("turns_per_s")]
-    if speed:
-        L += [f"Consolidation speed (when the stores were built): {min(speed)}-{max(speed)} "
-              "turns/s.", ""]
+    def speed(run: dict) -> list[str]:
+        tps = [b["turns_per_s"] for b in run["consolidation"].values() if b.get("turns_per_s")]
+        return [f"Consolidation speed (when the stores were built, 2 shared cores): "
+                f"{min(tps)}-{max(tps)} turns/s.", ""] if tps else []
+
+    L += speed(c)
     if bigger is not None:
-        b = bigger["rows"]
         L += [f"With `{Path(bigger['model']).name}` (tag {bigger['tag']}):", ""]
-        L += table(["row", *HEAD], [[k, *[v[x] for x in CATS]] for k, v in b.items()])
+        L += table(["row", *HEAD], [[k, *[v[x] for x in CATS]] for k, v in bigger["rows"].items()])
+        L += speed(bigger)
     return L
 
 
