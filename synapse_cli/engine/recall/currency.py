@@ -14,9 +14,8 @@ Four adjustments of the default mode's fused score, all applied before the gate:
 - *news* (`lambda_change`, same questions): a statement among the best `version_depth` that
   reports a change ("switched to Three", "pescatarian now", "BA instead") gains up to
   `lambda_change`, scaled by its similarity to the question (0 for unrelated text, all of it
-  for the closest candidate): an
-  update worded unlike both the question and the version it replaces shares too little with
-  either for the two rules around it to see it.
+  for the closest candidate): an update worded unlike both the question and the version it
+  replaces shares too little with either for the two rules around it to see it.
 - *newest first* (`newest_first`, same questions): among the best `version_depth`, the
   versions of one fact (cosine >= `version_sim` to the best-scoring of them, and a topic word
   of the question in common, so that two turns of one speaker are not versions just because
@@ -68,10 +67,10 @@ def change_bonus(store, arrays, cfg, query: str, top: np.ndarray,
     """float per position: for a question about the current state (asks_about_now), each of
     the best `version_depth` candidates that reports a change (reports_change) gains
     `lambda_change` times its cosine to the query (`sim`, per position) scaled to [0, 1]
-    between `anchor_min_sim` (unrelated text) and the best of those candidates: an update worded unlike the question and unlike the version it replaces
-    ("done, switched to Three" for "What is Dana's current phone plan?") still says that it
-    is the news, while "new week new me", barely related, gains a tenth of it. None
-    when nothing changes."""
+    between `anchor_min_sim` (unrelated text) and the best of those candidates: an update
+    worded unlike the question and unlike the version it replaces ("done, switched to Three"
+    for "What is Dana's current phone plan?") still says that it is the news, while "new
+    week new me", barely related, gains a tenth of it. None when nothing changes."""
     if cfg.lambda_change <= 0 or not len(top) or not asks_about_now(query):
         return None
     top = np.asarray(top[: cfg.version_depth], np.int64)
