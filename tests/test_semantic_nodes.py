@@ -238,4 +238,3 @@ def test_keep_temporal_fan():
     assert _w(indptr, indices, w, 1, 2) == pytest.approx(1.5)  # 2 temporal of 3
     assert _w(indptr, indices, w, 0, 4) == pytest.approx(0.8)
     assert _w(indptr, indices, w, 4, 0) == pytest.approx(0.8)  # nodes unchanged
-
