@@ -195,7 +195,8 @@ def build(path: Path):
         user you do not know rather than guess. The current version of a changed fact comes
         first. Filters: `tags` (all must match; "speaker:NAME" works), `since`/`until`
         (ISO 8601 or epoch ms), `types`; `as_of` answers as at a past time. `k`: how many
-        (default from the `mcp.recall_k` setting, 10). `explain` adds each result's path."""
+        (default from the `mcp.recall_k` setting, 10). `explain` adds each result's path
+        and `via`, the semantic nodes (people, places, things) that tie it to the question."""
         s = mem.settings()
         if k is not None and not 1 <= k <= 1000:
             raise api.InputError("k", f"{k}: expected 1 to 1000")
