@@ -382,6 +382,16 @@ def spawn_python(code: str, *args, **kw) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
+def ingest_chat(path, turns, embedder, session: str = "c"):
+    """A store at `path` holding `turns`, (speaker, ISO time, text) each, as one session of a
+    chat, ingested through the API with `embedder`; returns `path`."""
+    from synapse_cli import api
+
+    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": session}
+                for s, t, x in turns], store=str(path), embedder=embedder)
+    return path
+
+
 @pytest.fixture
 def small_store(tmp_path) -> Built:
     return build_store(tmp_path / "store", 60)

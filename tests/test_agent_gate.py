@@ -18,6 +18,8 @@ from synapse_cli.engine.recall.topic import uncovered_topic
 from synapse_cli.engine.store import Store
 from synapse_cli.models.fake import FakeEmbedder
 
+from conftest import ingest_chat
+
 EMB = FakeEmbedder(384)
 TURNS = [
     ("Dana", "2026-03-05T09:00:00Z", "oh and i'm vegetarian, so keep that in mind for restaurants"),
@@ -31,10 +33,7 @@ TURNS = [
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("agent") / "st"
-    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": "d1"} for s, t, x in TURNS],
-               store=str(path), embedder=EMB)
-    return path
+    return ingest_chat(tmp_path_factory.mktemp("agent") / "st", TURNS, EMB)
 
 
 def test_without_speakers_removes_only_the_stores_speakers(store):
@@ -101,10 +100,7 @@ def real(tmp_path_factory):
     from synapse_cli.models.embedder import get_embedder
 
     emb = get_embedder()
-    path = tmp_path_factory.mktemp("agent-real") / "st"
-    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": "d1"} for s, t, x in TURNS],
-               store=str(path), embedder=emb)
-    return path, emb
+    return ingest_chat(tmp_path_factory.mktemp("agent-real") / "st", TURNS, emb), emb
 
 
 def test_real_embedder_chatter_does_not_crowd_out_a_named_speakers_fact(real):
@@ -135,6 +131,7 @@ def test_real_embedder_refuses_what_was_never_said(real):
     ("Hey Tomás! I moved to Berlin.", False), ("Thanks, Tomás.", False),
     ("Tomás, that's great news", False), ("so proud of you, Tomás!", False),
     ("Good morning Tomás", False), ("Hi Tomás, how are you?", False),
+    ("Hey Tomás how are you", False),
 ])
 def test_mentions_third_person(text, yes):
     assert mentions_third_person("Tomás", text) is yes
@@ -170,8 +167,7 @@ def test_real_embedder_an_update_worded_unlike_the_old_fact_comes_first(tmp_path
     turns = [("Dana", "2026-03-05T09:00:00Z", old),
              ("Dana", "2026-03-09T09:00:00Z", "the vegetarian place on Kirkgate was lovely"),
              ("Dana", "2026-03-31T19:42:00Z", new)]
-    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": "d1"} for s, t, x in turns],
-               store=str(tmp_path / "st"), embedder=emb)
+    ingest_chat(tmp_path / "st", turns, emb)
 
     def texts(**cfg):
         out = _recall(tmp_path / "st", "Is Dana still vegetarian?", emb, gate=False, **cfg)

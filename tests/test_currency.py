@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from synapse_cli import api
 from synapse_cli.engine import graphview
 from synapse_cli.engine.recall.currency import asks_about_now
 from synapse_cli.engine.recall import RecallConfig, recall
 from synapse_cli.engine.store import Store
 from synapse_cli.engine.recall.topic import topic_words
 from synapse_cli.models.fake import FakeEmbedder
+
+from conftest import ingest_chat
 
 EMB = FakeEmbedder(384)
 TURNS = [
@@ -25,10 +26,7 @@ TURNS = [
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("currency") / "st"
-    api.ingest([{"speaker": s, "timestamp": t, "text": x, "session": "c"} for s, t, x in TURNS],
-               store=str(path), embedder=EMB)
-    return path
+    return ingest_chat(tmp_path_factory.mktemp("currency") / "st", TURNS, EMB)
 
 
 def _texts(path, query, **cfg):

@@ -64,7 +64,8 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-SWITCHES = {"with-idf": ("SEMANTIC_IDF", True), "with-fan-compensation": ("KEEP_TEMPORAL_FAN", True)}
+SWITCHES = {"with-idf": ("SEMANTIC_IDF", True),
+            "with-fan-compensation": ("KEEP_TEMPORAL_FAN", True)}
 
 
 def arrays_variant(store: Store, name: str):

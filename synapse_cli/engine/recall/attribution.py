@@ -155,19 +155,16 @@ _GREETING = re.compile(r"(?:^|\b)(hey|hi|hello|thanks|thank you|congrats|congrat
 def mentions_third_person(name: str, text: str | None) -> bool:
     """`text` names `name` other than to address them: "Tomás moved to Berlin", "the party
     is at Ana's place" (possessive), "I'll drive Ana", but not "Hey Ana!", "Thanks, Ana.",
-    "Ana, that's great", "so proud of you, Ana!" (a vocative: the name set off by a comma or
-    closing the sentence, or after a greeting)."""
+    "Ana, that's great", "so proud of you, Ana!", "Hey Ana how are you" (a vocative: the name
+    set off by a comma or closing the sentence, or right after a greeting)."""
     t = text or ""
     for m in _name_pattern(name).finditer(t):
-        before, after = t[:m.start()].rstrip(), t[m.end():]
         if m.group(0).endswith(("'s", "\u2019s")):
             return True
-        if re.match(r"\s*(?:[,!?]|\.(?:\s|$)|$)", after):  # "..., Ana!" / "Ana, ..."
+        if re.match(r"\s*(?:[,!?]|\.(?:\s|$)|$)", t[m.end():]):  # "..., Ana!" / "Ana, ..."
             continue
-        if not before or before.endswith((",", "!", ".", "?", ":", "-")) or \
-                _GREETING.search(before):
-            if re.match(r"\s*(?:[,!?.]|$)", after):
-                continue
+        if _GREETING.search(t[:m.start()]):  # "Hey Ana how are you"
+            continue
         return True
     return False
 

@@ -21,6 +21,7 @@ is dispatch.py; the signals, signals.py.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -319,16 +320,16 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
 
         index = bm25_open(store, arrays.cache)
         best = top[: cfg.attribution_depth]
-        unknown = unknown_topic(query, index, embed,
-                                lambda: graphview.unit_vectors(store, best), cfg.topic_sim)
+        # read only when a check needs them, and once for both checks
+        vectors = functools.cache(lambda: graphview.unit_vectors(store, best))
+        unknown = unknown_topic(query, index, embed, vectors, cfg.topic_sim)
         if unknown is None and cfg.topic_cover:
             from .topic import uncovered_topic
 
             bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
             unknown = uncovered_topic(query, index,
                                       [b.get("text") for b in bodies[: cfg.attribution_depth]],
-                                      embed, lambda: graphview.unit_vectors(store, best),
-                                      cfg.cover_sim)
+                                      embed, vectors, cfg.cover_sim)
         rejected = unknown is not None
     if not rejected:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
