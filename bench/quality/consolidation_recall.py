@@ -15,8 +15,8 @@ consolidation. `--cons-from DIR` recalls from stores built elsewhere
 Every row uses the default RecallConfig (synapse mode, gated, k = 30) and one query vector per
 question. Rows on the consolidated stores (the engine's arrays built with one change each):
   consolidated            as `recall` sees the store;
-  episode-anchors         semantic nodes take no anchor slot (a diagnostic: recall.py has no
-                          setting for it; see _EpisodeAnchors);
+  no-node-anchors         RecallConfig.node_anchors 0: semantic nodes seed no activation (they
+                          still carry it);
   with-idf                semantic-node edges scaled by the node's IDF (graphview.SEMANTIC_IDF);
   with-fan-compensation   episodes' temporal edges rescaled (graphview.KEEP_TEMPORAL_FAN);
   idf-and-fan             both: the default from issue 18's first round until 2026-11-27;
@@ -106,35 +106,7 @@ def arrays_variant(store: Store, name: str):
     return a
 
 
-class _EpisodeAnchors:
-    """Diagnostic for a change recall.py would have to make (not a setting today): semantic
-    nodes take no anchor slot (recall's dense and lexical top-`anchors_k` are taken over the
-    episodes only); nodes still carry activation."""
-
-    def __init__(self):
-        from synapse_cli.engine.recall import baselines, signals, synapse
-
-        # every module of recall's pipeline that ranks with scan.top (the anchors, the result)
-        self.mods, self.inner, self.mask = (signals, synapse, baselines), signals._top, None
-
-    def __call__(self, scores, k, floor=-np.inf):
-        if self.mask is not None and k == RecallConfig().anchors_k \
-                and len(scores) == len(self.mask):
-            scores = np.where(self.mask, -np.inf, scores)
-        return self.inner(scores, k, floor)
-
-    def __enter__(self):
-        for m in self.mods:
-            m._top = self
-        return self
-
-    def __exit__(self, *exc):
-        for m in self.mods:
-            m._top = self.inner
-        self.mask = None
-
-
-CONS_ROWS = {"consolidated": {}, "episode-anchors (recall.py change)": {}, "with-idf": {},
+CONS_ROWS = {"consolidated": {}, "no-node-anchors": {"node_anchors": 0}, "with-idf": {},
              "with-fan-compensation": {}, "idf-and-fan": {},
              "no-dormancy": {}, "no-semantic-edges": {}, "abstraction-x0.5": {},
              "abstraction-x1.5": {}, "abstraction-x2": {},
@@ -235,13 +207,9 @@ def run(args) -> dict:
             if args.rows and row not in args.rows:
                 continue
             arrays = arrays_variant(store, row)
-            with _EpisodeAnchors() as ea:
-                if row.startswith("episode-anchors"):
-                    ea.mask = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
-                per[row] += score(store, arrays, qas, qvecs,
-                                  dia_ids_by_record(store, arrays.ids, alias),
-                                  dataclasses.replace(base, **over), now_ms, embedder.encode,
-                                  sid)
+            per[row] += score(store, arrays, qas, qvecs,
+                              dia_ids_by_record(store, arrays.ids, alias),
+                              dataclasses.replace(base, **over), now_ms, embedder.encode, sid)
         store.close()
         log(sid, {k: summary(v)["all_1_4"] for k, v in per.items()})
     rows = {k: summary(v) for k, v in per.items()}

@@ -45,8 +45,10 @@ SOURCES = {
               "gate.tau_attribution, gate.restatements, gate.addressed, gate.mentioned). The "
               "similarity of a query that names a speaker is partly that of the query without "
               "the speakers' names (score.name_free_sim); current facts come first "
-              "(score.lambda_superseded, score.lambda_change, score.newest_first). Every "
-              "setting: synapse-config(1).",
+              "(score.lambda_superseded, score.lambda_change, score.newest_first). On a "
+              "consolidated store the semantic nodes closest to the query seed the activation "
+              "besides the episodes (activation.node_anchors). Every setting: "
+              "synapse-config(1).",
     "consolidate": "Consolidation follows seed 000's Algorithm 1 (windows of N = 5 episodes) "
                    "and its dormancy; replay scores follow seed 003 (B.3); the semantic nodes "
                    "are seed 002's engrams.",

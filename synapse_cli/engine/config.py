@@ -72,6 +72,9 @@ SETTINGS: tuple[Setting, ...] = (
       "recall"),
     S("activation", "anchors_k", int, 10, "top-k of each trigger (dense, BM25) that seeds "
       "activation", "recall", 1, 10000),
+    S("activation", "node_anchors", int, 5, "semantic nodes (from consolidate) closest to "
+      "the query that seed activation besides the anchors_k episodes of each trigger; 0 = "
+      "nodes only carry activation", "recall", 0, 10000),
     S("activation", "anchor_min_sim", float, 0.2, "cosine an anchor needs to the query", "recall",
       -1, 1),
     S("activation", "anchor_energy", str, "fused", "initial energy of an anchor: fused = "

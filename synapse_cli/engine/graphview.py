@@ -44,6 +44,12 @@ class RecallArrays:
             self.cache["spike_trains"] = sp.trains(self.spikes, self.ids, self.timestamps)
         return self.cache["spike_trains"]
 
+    def semantic(self) -> np.ndarray:
+        """bool [n]: the record is a semantic node (consolidate's people, places, things)."""
+        if "semantic" not in self.cache:
+            self.cache["semantic"] = fl.memory_type_code(self.flags) == fl.MemoryType.SEMANTIC
+        return self.cache["semantic"]
+
     def without_hubs(self, share: float) -> tuple[np.ndarray, ...]:
         """(indptr, indices, weights, types) without the edges of hub nodes: semantic nodes
         linked to more than `share` of the episodes and to more than HUB_MIN_EDGES records
@@ -51,7 +57,7 @@ class RecallArrays:
         key = ("hubless", share)
         if key not in self.cache:
             outdeg = np.diff(self.indptr)
-            semantic = fl.memory_type_code(self.flags) == fl.MemoryType.SEMANTIC
+            semantic = self.semantic()
             limit = max(share * np.count_nonzero(~semantic), HUB_MIN_EDGES)
             hub = semantic & (outdeg > limit)
             graph = (self.indptr, self.indices, self.weights, self.types)

@@ -188,7 +188,7 @@ def linked_chunks(store, arrays, seeds: list, chunk_sim: np.ndarray, chunk_ok: n
     Returns {chunk position: (score, seed chunk position, document node position)}."""
     from ..consolidate.doclinks import is_document
 
-    semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
+    semantic = arrays.semantic()
     if node_ok is not None:
         semantic = semantic & node_ok
     out: dict[int, tuple[float, int, int]] = {}
@@ -262,7 +262,7 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
     if dormant is not None and dormant.any():  # archived nodes (FORMAT.md 16), as in recall
         sim[dormant] = -np.inf
     passed = np.isfinite(sim)
-    semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
+    semantic = arrays.semantic()
     chunk_ok = passed & ~semantic
     live = passed[pos]
     chunk_sim = np.where(chunk_ok, sim, -np.inf).astype(np.float32)

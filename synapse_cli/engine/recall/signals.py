@@ -116,10 +116,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
     pred = graph = None
     anchors = np.zeros(0, np.int64)
     if cfg.mode == "synapse" and n:
-        dense_top = _top(sim, cfg.anchors_k)
-        lex_top = _top(bm25, cfg.anchors_k, 0.0)  # zero where the scan filtered a record
-        anchors = np.union1d(dense_top, lex_top)
-        anchors = anchors[sim[anchors] >= cfg.anchor_min_sim]
+        anchors = _anchors(sim, bm25, arrays, cfg)
         if cfg.activation:
             from ...kernels.activation import activate
 
@@ -152,6 +149,26 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
 
                 pr = arrays.cache["pagerank"] = pagerank_for(store, arrays)
     return Signals(sim, dec, imp, bm25, act, pr, pred, anchors, graph=graph)
+
+
+def _anchors(sim: np.ndarray, bm25: np.ndarray, arrays: graphview.RecallArrays,
+             cfg: RecallConfig) -> np.ndarray:
+    """Positions that seed the activation, each at `anchor_min_sim` or more: the top
+    `anchors_k` episodes of each trigger (cosine, BM25) and, on a consolidated store, the
+    `node_anchors` semantic nodes closest to the query. Separate places: a node that took an
+    episode's place cost the episode that holds the date or detail the node does not say
+    (bench/quality/consolidation_recall.py)."""
+    node = arrays.semantic()
+    if node.any():
+        dense = _top(np.where(node, -np.inf, sim), cfg.anchors_k)
+        if cfg.node_anchors > 0:
+            dense = np.union1d(dense, _top(np.where(node, sim, -np.inf), cfg.node_anchors))
+        lexical = _top(np.where(node, 0.0, bm25), cfg.anchors_k, 0.0)
+    else:
+        dense = _top(sim, cfg.anchors_k)
+        lexical = _top(bm25, cfg.anchors_k, 0.0)  # zero where the scan filtered a record
+    anchors = np.union1d(dense, lexical)
+    return anchors[sim[anchors] >= cfg.anchor_min_sim]
 
 
 def result_row(arrays: graphview.RecallArrays, pos: int, body: dict, score: float,

@@ -44,6 +44,14 @@ if TYPE_CHECKING:
 @dataclass
 class SynapseSettings:
     anchors_k: int = 10          # top-k of each trigger that seeds the activation
+    # On a consolidated store, this many semantic nodes (the closest to the query) seed the
+    # activation on top of the anchors_k episodes of each trigger. When nodes competed with
+    # episodes for those places, a node such as "Maya" took the place of the episode that holds
+    # the date. Chosen on LoCoMo conv-26/30 (bench/quality/consolidation_recall.py, consolidated -
+    # fresh recall@10 over 1-4 / multi-hop): competing +1.37 / +5.04; separate places, by
+    # node_anchors: 0 +0.14 / +1.94, 1 +2.09, 2 +2.34, 3 +3.21 / +3.30, 4 +2.81 / +5.82,
+    # 5 +2.74 / +5.43, 6 +3.17 / +5.43, 7 +2.60, 10 +2.02. 5: the middle of the plateau.
+    node_anchors: int = 5
     # An anchor needs at least this cosine to the query. Eq. 1 would give every top-k record
     # energy, so a query about something never stored still activates its nearest strangers
     # and the gate cannot say "no record"; MiniLM puts unrelated text below ~0.15.
@@ -245,7 +253,7 @@ def node_routes(pos: int, sig: Signals, arrays: graphview.RecallArrays, S: float
     if sig.graph is None:
         return []
     indptr, indices, weights, types = sig.graph
-    semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
+    semantic = arrays.semantic()
     edges = np.flatnonzero((indices == pos) & (types == gf.ABSTRACTION))
     src = np.searchsorted(indptr, edges, side="right") - 1
     fan = np.diff(indptr)[src]
@@ -266,7 +274,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     result. `t0`: when recall started (the result's elapsed_ms counts from there)."""
     sig = compute_signals(store, arrays, query, query_vec, cfg, now_ms, embed)
     if cfg.mode == "synapse" and not cfg.semantic_results and not cfg.types:
-        semantic = fl.memory_type_code(arrays.flags) == fl.MemoryType.SEMANTIC
+        semantic = arrays.semantic()
         sig.no_result = semantic if semantic.any() else None
     attributing = cfg.mode == "synapse" and cfg.gate and cfg.attribution
     focusing = cfg.mode == "synapse" and cfg.lambda_speaker > 0

@@ -1,0 +1,50 @@
+"""Anchors on a consolidated store (RecallConfig.node_anchors): the semantic nodes closest to
+the query seed the activation on top of the anchors_k episodes of each trigger, never in their
+places; on a store without nodes nothing changes."""
+from __future__ import annotations
+
+import numpy as np
+
+from store_format import flags as fl
+from synapse_cli.engine.graphview import RecallArrays
+from synapse_cli.engine.recall import RecallConfig
+from synapse_cli.engine.recall.signals import _anchors
+
+EPI = int(fl.MemoryType.EPISODIC) << fl.MEMORY_TYPE_SHIFT
+SEM = int(fl.MemoryType.SEMANTIC) << fl.MEMORY_TYPE_SHIFT
+
+
+def _arrays(flags: list[int]) -> RecallArrays:
+    n = len(flags)
+    return RecallArrays(np.arange(1, n + 1, dtype=np.uint64), np.zeros(n, np.int64),
+                        np.array(flags, np.uint8), np.zeros(n + 1, np.int64),
+                        np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, np.uint8))
+
+
+# positions 0-5 episodes, 6-8 nodes; the nodes are the three closest to the query
+SIM = np.array([0.50, 0.45, 0.40, 0.35, 0.30, 0.10, 0.90, 0.80, 0.15], np.float32)
+BM25 = np.array([0.0, 0.0, 0.0, 0.0, 2.0, 1.0, 5.0, 0.0, 0.0])
+CONSOLIDATED = [EPI] * 6 + [SEM] * 3
+
+
+def test_nodes_take_no_episode_place():
+    a = _arrays(CONSOLIDATED)
+    got = _anchors(SIM, BM25, a, RecallConfig(anchors_k=3, node_anchors=0))
+    # dense top 3 episodes: 0, 1, 2; lexical: 4 and 5 (5 below anchor_min_sim); no node
+    assert got.tolist() == [0, 1, 2, 4]
+
+
+def test_nodes_come_on_top_of_the_episodes():
+    a = _arrays(CONSOLIDATED)
+    got = _anchors(SIM, BM25, a, RecallConfig(anchors_k=3, node_anchors=2))
+    # episodes: dense 0, 1, 2 and lexical 4 (5 below anchor_min_sim); nodes: the two closest
+    assert got.tolist() == [0, 1, 2, 4, 6, 7]
+    # a node needs anchor_min_sim too: node 8 (0.15) never seeds
+    assert 8 not in _anchors(SIM, BM25, a, RecallConfig(anchors_k=3, node_anchors=3)).tolist()
+
+
+def test_a_store_without_nodes_is_unchanged():
+    a = _arrays([EPI] * 9)
+    on = _anchors(SIM, BM25, a, RecallConfig(anchors_k=3, node_anchors=5))
+    off = _anchors(SIM, BM25, a, RecallConfig(anchors_k=3, node_anchors=0))
+    assert on.tolist() == off.tolist() == [0, 4, 6, 7]
