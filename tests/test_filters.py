@@ -126,3 +126,35 @@ def test_prune_and_recall_agree_on_a_tag(pins):
             body = s.body(sel.policies["tag"][0])
             assert body["text"].endswith(f" pet number {u}") and contains(
                 int(encode_tags(body["tags"])), encode_tags([f"user:{u}"]))
+
+
+def test_a_node_a_later_episode_enriched_is_outside_an_earlier_window(tmp_path):
+    """A semantic node holds what every episode naming it said: "Berlin marathon", made in June
+    and linked in September to "Maya finished in 3:52", tells an --as-of June recall the
+    result. It is inside a time window only when every record it links is."""
+    from store_format import flags as fl
+    from store_format import graph_files as gf
+    from synapse_cli.engine.memory import NewMemory
+    from synapse_cli.engine.store import StoreWriter
+
+    path = tmp_path / "st"
+    api.ingest([{"text": "Maya is training for the Berlin marathon", "timestamp": T0},
+                {"text": "Maya finished the Berlin marathon in 3:52", "timestamp": T0 + 90 * DAY}],
+               store=str(path), embedder=EMB)
+    text = "Berlin marathon [TYPE] event [DESC] Maya finished in 3:52"
+    with StoreWriter.open(path) as w:
+        (node,) = w.append([NewMemory(text=text, vector=EMB.encode([text])[0], timestamp_ms=T0,
+                                      memory_type=fl.MemoryType.SEMANTIC, meta={"name": text})])
+        w.add_edges(np.full(2, node), np.array([1, 2]), gf.ABSTRACTION, 0.8)
+        w.add_edges(np.array([1, 2]), np.full(2, node), gf.ABSTRACTION, 0.8)
+        w.commit()
+    with Store.open(path) as s:
+        def ids(mode, until):
+            cfg = RecallConfig(mode=mode, k=5, gate=False, types=("semantic",), until_ms=until)
+            out = recall(s, "Berlin marathon", EMB.encode(["Berlin marathon"])[0], cfg,
+                         graphview.build(s), embed=EMB.encode)
+            return [r["id"] for r in out["results"]]
+
+        for mode in MODES:
+            assert node not in ids(mode, T0 + 10 * DAY), mode
+        assert node in ids("vector", T0 + 100 * DAY)  # the whole story inside the window

@@ -1,5 +1,6 @@
 """Filter exactness over random stores: no recall result, and no record on an --explain path
-of a tag or time filter, outside the filter the caller asked for. Prints one JSON object.
+of a tag or time filter, outside the filter the caller asked for (a semantic node is inside a
+time window only when every record it links is). Prints one JSON object.
 
     python bench/reliability/filter_leaks.py [--stores 20] [--queries 60]
 
@@ -90,19 +91,28 @@ def violations(store: Store, truth: dict, query: str, cfg: RecallConfig) -> list
         return ((cfg.since_ms is None or ts >= cfg.since_ms)
                 and (cfg.until_ms is None or ts <= cfg.until_ms))
 
-    out = recall(store, query, EMB.encode([query])[0], cfg, graphview.build(store),
-                 embed=EMB.encode)
+    arrays = graphview.build(store)
+    out = recall(store, query, EMB.encode([query])[0], cfg, arrays, embed=EMB.encode)
+
+    def node_in_window(rid) -> bool:
+        """A semantic node holds what every record it links said: all of them in the window."""
+        p = int(np.searchsorted(arrays.ids, np.uint64(rid)))
+        linked = arrays.indices[arrays.indptr[p]:arrays.indptr[p + 1]]
+        return all(in_window(int(t)) for t in arrays.timestamps[linked])
+
     bad = []
     for r in out["results"]:
         tags, ts, kind = truth[r["text"]]
         if not (want <= tags and in_window(ts) and ts == r["timestamp"]
-                and (not cfg.types or kind in cfg.types)):
+                and (not cfg.types or kind in cfg.types)
+                and (kind != "semantic" or node_in_window(r["id"]))):
             bad.append(f"result {r['id']} {r['text']!r}")
         routes = [r.get("path", [])] + r.get("via", [])  # via: routes through semantic nodes
         for step in (step for route in routes for step in route):
             rid = step["id"] if isinstance(step, dict) else int(step)
-            ptags, pts, _ = truth[store.body(rid)["text"]]
-            if not (want <= ptags and in_window(pts)):
+            ptags, pts, pkind = truth[store.body(rid)["text"]]
+            if not (want <= ptags and in_window(pts)
+                    and (pkind != "semantic" or node_in_window(rid))):
                 bad.append(f"path {rid} of result {r['id']}")
     return bad
 

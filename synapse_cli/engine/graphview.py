@@ -50,6 +50,20 @@ class RecallArrays:
             self.cache["semantic"] = fl.memory_type_code(self.flags) == fl.MemoryType.SEMANTIC
         return self.cache["semantic"]
 
+    def reaching_outside(self, t_min: int, t_max: int) -> np.ndarray:
+        """bool [n]: semantic nodes linked to a record whose time is outside [t_min, t_max]. A
+        node's text, vector and relations hold what every episode that names it said, so a
+        node that a later episode enriched would tell a time-filtered recall what was said after
+        the window ("Berlin marathon ... finished in 3 hours 52" for --as-of June)."""
+        key = ("outside", t_min, t_max)
+        if key not in self.cache:
+            src = np.repeat(np.arange(self.n), np.diff(self.indptr))
+            t = self.timestamps[self.indices]
+            out = np.zeros(self.n, bool)
+            out[src[(t < t_min) | (t > t_max)]] = True
+            self.cache[key] = out & self.semantic()
+        return self.cache[key]
+
     def without_hubs(self, share: float) -> tuple[np.ndarray, ...]:
         """(indptr, indices, weights, types) without the edges of hub nodes: semantic nodes
         linked to more than `share` of the episodes and to more than HUB_MIN_EDGES records

@@ -12,21 +12,26 @@ from ..filters import TYPE_BITS
 from ..store import Store
 
 
-def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int,
-                 cache: dict | None = None):
+def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int, arrays=None):
     """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned
-    or filtered out (tags exactly: engine/filters.py). `cache` (RecallArrays.cache) keeps each
-    segment's int8 vector norms from the first query of a snapshot, so later scans make one
-    pass over each vector, not two (a vector rewritten in place after that, e.g. a semantic
-    node's EMA update, keeps its old norm until the next snapshot, like the graph and BM25 do).
-    `cfg`: what RecallConfig says of types, tags and the time window."""
+    or filtered out (tags exactly: engine/filters.py; with a time window, a semantic node also
+    when one of the records it links is outside it: RecallArrays.reaching_outside).
+    `arrays` (RecallArrays): its cache keeps each segment's int8 vector norms from the first
+    query of a snapshot, so later scans make one pass over each vector, not two (a vector
+    rewritten in place after that, e.g. a semantic node's EMA update, keeps its old norm until
+    the next snapshot, like the graph and BM25 do). `cfg`: what RecallConfig says of types,
+    tags and the time window."""
     from ...kernels.header_scan import scan
+
+    cache = None if arrays is None else arrays.cache
 
     type_mask = 0b1111
     if cfg.types:
         type_mask = sum(TYPE_BITS[t] for t in cfg.types)
     tag_query = encode_tags(cfg.tags) if cfg.tags else 0
     norms = {} if cache is None else cache.setdefault("inv_norms", {})
+    t_min = cfg.since_ms or 0
+    t_max = cfg.until_ms if cfg.until_ms is not None else 2**63 - 1
     n = sum(s.n for s in store.segments)
     sim, dec, imp = (np.empty(n, np.float32) for _ in range(3))
     start = 0
@@ -37,12 +42,13 @@ def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int,
         inv = norms[k] if ready else np.empty(s.n, np.float32)
         end = start + s.n
         scan(s.raw, s.header.header_version, s.header.dim, query_vec, now_ms,
-             type_mask=type_mask, t_min=cfg.since_ms or 0,
-             t_max=cfg.until_ms if cfg.until_ms is not None else 2**63 - 1,
+             type_mask=type_mask, t_min=t_min, t_max=t_max,
              tag_query=tag_query, inv_norm=inv, inv_norm_ready=ready,
              out=(sim[start:end], dec[start:end], imp[start:end]))
         norms[k] = inv
         start = end
+    if arrays is not None and (cfg.since_ms is not None or cfg.until_ms is not None):
+        sim[arrays.reaching_outside(t_min, t_max)] = -np.inf
     if cfg.tags:  # the kernel checked the Bloom bits; the payload's tags decide
         from ..filters import tag_mask
 

@@ -95,13 +95,13 @@ def _word_scores(store: Store, query: str, record_ids: np.ndarray, arrays: graph
 def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                     query_vec: np.ndarray, cfg: RecallConfig, now_ms: int,
                     embed=None) -> Signals:
-    sim, dec, imp = scan_records(store, query_vec, cfg, now_ms, arrays.cache)
+    sim, dec, imp = scan_records(store, query_vec, cfg, now_ms, arrays)
     if cfg.mode == "synapse" and cfg.name_free_sim > 0 and embed is not None:
         from .speakers import without_speakers
 
         bare = without_speakers(store, arrays, query)
         if bare is not None:
-            bare_sim = scan_records(store, embed([bare])[0], cfg, now_ms, arrays.cache)[0]
+            bare_sim = scan_records(store, embed([bare])[0], cfg, now_ms, arrays)[0]
             w = np.float32(cfg.name_free_sim)
             sim = np.where(np.isfinite(sim), (1 - w) * sim + w * bare_sim, sim)
     if arrays.dormant.any():  # archived nodes are out of the active graph (FORMAT.md 16)

@@ -159,7 +159,7 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
         if sc.propagation == "centroid":                          # appendix D
             centroid = pvec.mean(axis=0)
             centroid /= max(float(np.linalg.norm(centroid)), 1e-12)
-            csim, _, _ = scan_records(store, centroid, cfg, now_ms, arrays.cache)
+            csim, _, _ = scan_records(store, centroid, cfg, now_ms, arrays)
             cand = np.flatnonzero(np.isfinite(csim) & ~seen & (csim > sc.cos_th))
             if len(cand):
                 cand_vec = graphview.unit_vectors(store, cand)
@@ -174,7 +174,7 @@ def propagate(store: Store, arrays: graphview.RecallArrays, sim: np.ndarray, cfg
                 best_t[cand] = t[arg, cols]
         else:
             for p, v in zip(parents.tolist(), pvec):                # eqs. 10-13
-                psim, _, _ = scan_records(store, v, cfg, now_ms, arrays.cache)
+                psim, _, _ = scan_records(store, v, cfg, now_ms, arrays)
                 cand = np.flatnonzero(np.isfinite(psim) & ~seen & (psim > sc.cos_th))
                 if not len(cand):
                     continue
@@ -215,7 +215,7 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg, arrays: graphvi
 
     t0 = time.perf_counter()
     sc = sc or getattr(cfg, "synaptic", None) or SynapticConfig()
-    sim, dec, _ = scan_records(store, query_vec, cfg, now_ms, arrays.cache)
+    sim, dec, _ = scan_records(store, query_vec, cfg, now_ms, arrays)
     prop = propagate(store, arrays, sim, cfg, sc, now_ms)
     score = np.where(np.isfinite(sim), prop.potential, -np.inf)
     top = _top(score, cfg.k, 0.0)
