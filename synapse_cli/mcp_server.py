@@ -77,13 +77,14 @@ def _errors(failure: type[Exception]):
     return wrap
 
 
-def _time(value: str | int | None, where: str) -> int | None:
-    """ISO 8601 text or epoch milliseconds -> epoch ms."""
+def _time(value: str | int | None, where: str, end: bool = False) -> int | None:
+    """ISO 8601 text or epoch milliseconds -> epoch ms; `end`: the end of a window, where a
+    bare date is its last millisecond (inputs.parse_window_end), as on the command line."""
     if value is None:
         return None
-    from .engine.inputs import parse_timestamp
+    from .engine.inputs import parse_timestamp, parse_window_end
 
-    return parse_timestamp(value, where)
+    return (parse_window_end if end else parse_timestamp)(value, where)
 
 
 class Memory:
@@ -200,12 +201,12 @@ def build(path: Path):
         s = mem.settings()
         if k is not None and not 1 <= k <= 1000:
             raise api.InputError("k", f"{k}: expected 1 to 1000")
-        as_of_ms = _time(as_of, "as_of")
+        as_of_ms = _time(as_of, "as_of", end=True)
         if as_of_ms is not None and until is not None:
             raise api.InputError("as_of", "as_of and until both end the window: give one")
         opts = dict(k=s["mcp.recall_k"] if k is None else k, explain=explain, types=tuple(types or ()),
                     tags=tuple(tags or ()), since_ms=_time(since, "since"),
-                    until_ms=as_of_ms if as_of_ms is not None else _time(until, "until"))
+                    until_ms=as_of_ms if as_of_ms is not None else _time(until, "until", end=True))
         if mode:
             opts["mode"] = mode
         return mem.recall(query, touch=as_of_ms is None, now_ms=as_of_ms, **opts)

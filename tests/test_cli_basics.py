@@ -70,6 +70,8 @@ USAGE_ERRORS = [
     ["migrate"],
     ["migrate", "--header", "v9"],
     ["--lock-timeout", "soon", "inspect"],
+    # bytes that are not UTF-8 (Python holds them as lone surrogates) in a text argument
+    ["recall", "hik\udcffing"], ["list", "--tag", "a\udcff"], ["ingest", "--goal", "x\udcff"],
 ]
 
 
@@ -79,6 +81,15 @@ def test_usage_errors_exit_2(small_store):
         desc = (args, r.returncode, r.stderr)
         assert r.stdout == "", desc
         assert_clean_failure(r, 2)  # one `synapse: error:` line and a hint, as every error
+
+
+def test_a_file_name_that_is_not_utf8_is_ingested_and_acknowledged(tmp_path):
+    name = tmp_path / "f\udcff.ndjson"  # the byte 0xff in the name
+    name.write_text('{"text": "odd name"}\n')
+    r = run_cli(["ingest", name], tmp_path / "st")
+    assert r.returncode == 0, r.stderr
+    ack = json.loads(r.stdout)
+    assert ack["status"] == "stored" and ack["where"] == f"{name}:1"
 
 
 def test_unknown_store_exits_66(tmp_path):

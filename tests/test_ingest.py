@@ -120,7 +120,12 @@ def test_malformed_line_rejects_whole_input(tmp_path):
     for broken, needle in [('{"text": 5}', "string"), ("not json", "invalid JSON"),
                            ('{"txt": "x"}', "unknown field"), ('{"text": "x", "timestamp": "May"}', "ISO 8601"),
                            ('{"text": "   "}', "empty"), ("[1, 2]", "JSON object"),
-                           ('{"text": "x", "tags": "a"}', "tags"), ('{"text": NaN}', "invalid JSON")]:
+                           ('{"text": "x", "tags": "a"}', "tags"), ('{"text": NaN}', "invalid JSON"),
+                           # ingest alone sets the speaker:/session:/source: tags
+                           ('{"text": "x", "speaker": "bob", "tags": ["Speaker:Alice"]}',
+                            "reserved"),
+                           ('{"text": "x", "tags": ["session:s1"]}', "reserved"),
+                           ('{"text": "x", "tags": [" "]}', "empty tag")]:
         p = run(store, "ingest", stdin=broken + "\n", check_rc=65)
         assert needle in p.stderr.decode(), (broken, p.stderr.decode())
     assert texts(store) == ["kept from before"]

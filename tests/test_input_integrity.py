@@ -89,6 +89,19 @@ def test_a_window_that_ends_before_it_starts_is_a_usage_error(store):
     assert "window" in assert_clean_failure(r, 2)[0]
 
 
+def test_a_bare_date_ends_a_window_at_the_end_of_that_day(store):
+    """--until / --as-of 2026-10-02 keep what was said on October 2 (rows at 10:00 UTC)."""
+    r = run_cli(["list", "--since", "2026-10-02", "--until", "2026-10-02", "--json"], store)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["time"][:10] for x in r.stdout.splitlines()] == ["2026-10-02"]
+    r = run_cli(["recall", "Where does Tomás live?", "--as-of", "2026-10-02", "--no-gate"], store)
+    assert r.returncode == 0, r.stderr
+    texts = {x["text"] for x in json.loads(r.stdout)["results"]}
+    assert "Tomás moved to Berlin in week 1" in texts
+    r = run_cli(["recall", "x", "--as-of", "2026-10-01", "--since", "2026-10-10"], store)
+    assert "--since is later than --as-of" in assert_clean_failure(r, 2)[0]
+
+
 def test_one_bad_query_line_does_not_sink_the_batch(store):
     lines = b'{"query": "Where does Tomas live?"}\n{"query": 5}\n\xff\xfe\nWhere is Berlin?\n'
     p = subprocess.run([str(SYNAPSE), "recall", "--no-touch"], input=lines, capture_output=True,

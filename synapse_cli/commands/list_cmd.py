@@ -44,7 +44,8 @@ def list_memories(
                                         help="Only memories at or after TIME (ISO 8601 / "
                                              "epoch ms)."),
     until: Optional[str] = typer.Option(None, "--until", metavar="TIME",
-                                        help="Only memories at or before TIME."),
+                                        help="Only memories at or before TIME (a bare date: "
+                                             "the end of that day, UTC)."),
     tag: List[str] = typer.Option([], "--tag", metavar="TAG",
                                   help="Only memories carrying TAG (repeatable; speaker:NAME, "
                                        "session:ID work too)."),
@@ -73,7 +74,7 @@ def list_memories(
     try:
         page = api.list_memories(store_path(), types=memory_type, tags=tag,
                                  since_ms=parse_time_option(since, "--since"),
-                                 until_ms=parse_time_option(until, "--until"),
+                                 until_ms=parse_time_option(until, "--until", end_of_day=True),
                                  trashed=trashed, limit=limit, after=after)
     except api.InputError as exc:
         raise UserError(f"--after {after}: no record with this id in the store", hint="ids "

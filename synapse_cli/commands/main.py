@@ -133,11 +133,30 @@ def _print_help(exc) -> None:
         print(message, file=sys.stderr)
 
 
+def _not_utf8(argv: list[str]) -> str | None:
+    """The first argument with bytes that are not UTF-8 (Python holds them as lone surrogates,
+    which no tokenizer, tag or JSON output accepts), shown with those bytes escaped; an
+    existing file's path may have them. None when every argument is fine."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            if not os.path.lexists(arg):
+                return arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return None
+
+
 def run(argv: list[str] | None = None) -> None:
     """Entry point: run the app and turn every outcome into an exit code."""
     _fill_closed_std_fds()
     _skip_numba_blas_probe()
     completion_cmd_init()
+    bad = _not_utf8(sys.argv[1:] if argv is None else argv)
+    if bad is not None:
+        output.error(f"argument \"{bad}\" is not valid UTF-8",
+                     "pass text as UTF-8; a file name that is not UTF-8 works only as the path "
+                     "of an existing file")
+        sys.exit(exits.USAGE)
     exit_types, abort_types, click_types = _click_exception_types()
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="synapse")

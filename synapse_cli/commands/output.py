@@ -79,6 +79,10 @@ def dumps(obj: Any) -> bytes:
     try:
         data = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
     except orjson.JSONEncodeError as exc:
+        if "surrogates" in str(exc):  # a file name that is not UTF-8: escaped, "\udcff"
+            import json
+
+            return json.dumps(obj, separators=(",", ":"), default=_plain).encode("ascii")
         if "ecursion" not in str(exc):
             raise
         # orjson stops at 254 levels; records stored before ingest limited `meta` to 32
@@ -92,9 +96,14 @@ def dumps(obj: Any) -> bytes:
     return data
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays for the stdlib encoder."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
+
+
 def text(data: str) -> None:
     """Plain text on stdout (scripts, paths)."""
-    _write(data.encode("utf-8"))
+    _write(data.encode("utf-8", "surrogateescape"))  # a path that is not UTF-8: its bytes
 
 
 def emit_all(objs: Iterable[Any]) -> None:

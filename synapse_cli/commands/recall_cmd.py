@@ -110,11 +110,13 @@ def recall(
     since: Optional[str] = typer.Option(None, "--since", metavar="TIME",
                                         help="Only memories at or after TIME (ISO 8601 / epoch ms)."),
     until: Optional[str] = typer.Option(None, "--until", metavar="TIME",
-                                        help="Only memories at or before TIME."),
+                                        help="Only memories at or before TIME (a bare date: "
+                                             "the end of that day, UTC)."),
     as_of: Optional[str] = typer.Option(None, "--as-of", metavar="TIME",
                                         help="Answer as at TIME: later memories are invisible "
                                              "and decay is computed at TIME (not a rehearsal: "
-                                             "nothing is touched)."),
+                                             "nothing is touched; a bare date: the end of "
+                                             "that day, UTC)."),
     tag: List[str] = typer.Option([], "--tag", metavar="TAG",
                                   help="Only memories carrying TAG (repeatable; speaker:NAME, "
                                        "session:ID work too)."),
@@ -183,12 +185,16 @@ def recall(
                        inhibition=not no_inhibition, fan=not no_fan,
                        graph=not no_graph, activation=not no_activation,
                        types=tuple(memory_type), since_ms=parse_time_option(since, "--since"),
-                       until_ms=parse_time_option(until, "--until"), tags=tuple(tag),
+                       until_ms=parse_time_option(until, "--until", end_of_day=True),
+                       tags=tuple(tag),
                        synaptic=SynapticConfig.from_settings(settings))
-    as_of_ms = parse_time_option(as_of, "--as-of")
+    as_of_ms = parse_time_option(as_of, "--as-of", end_of_day=True)
     if as_of_ms is not None:
         if until is not None:
             raise UserError("--as-of and --until both end the window: give one", code=USAGE)
+        if cfg.since_ms is not None and cfg.since_ms > as_of_ms:
+            raise UserError("--since is later than --as-of: the window ends before it starts",
+                            code=USAGE)
         cfg.until_ms, no_touch = as_of_ms, True
     queries = _queries(query)
     check = _verifier(settings) if verify else None

@@ -89,6 +89,16 @@ def parse_timestamp(value, where: str) -> int:
     raise InputError(where, "timestamp must be ISO 8601 text or epoch milliseconds")
 
 
+def parse_window_end(value, where: str) -> int:
+    """parse_timestamp for the end of a time window (--until, --as-of): a bare date
+    ("2026-06-02") is its last millisecond (UTC), so that a window from and to one date is
+    that whole day, not an empty one."""
+    ms = parse_timestamp(value, where)
+    if isinstance(value, str) and len(value.strip()) == 10 and value.strip()[4::3] == "--":
+        ms += 86_400_000 - 1
+    return ms
+
+
 def _text(value, where: str, name: str = "text") -> str:
     if not isinstance(value, str):
         raise InputError(where, f"`{name}` must be a string")
@@ -131,6 +141,23 @@ def _opt_str(obj: dict, key: str, where: str) -> str | None:
     return s or None
 
 
+# Tags that ingest derives from the `speaker`, `session` and `source` fields: `--tag
+# speaker:alice` must find alice's turns only, and `prune --tag speaker:alice` forget only them.
+RESERVED_TAG_PREFIXES = ("speaker:", "session:", "source:")
+
+
+def _check_tag(tag: str, where: str) -> None:
+    from store_format.tags import normalize_tag
+
+    norm = normalize_tag(tag)
+    if not norm:
+        raise InputError(where, "`tags` holds an empty tag")
+    if norm.startswith(RESERVED_TAG_PREFIXES):
+        raise InputError(where, f"tag {tag!r} is reserved: ingest sets the speaker:, session: "
+                                "and source: tags from the `speaker`, `session` and `source` "
+                                "fields")
+
+
 def item_from_object(obj, where: str) -> Item:
     if not isinstance(obj, dict):
         raise InputError(where, "expected a JSON object with a `text` field")
@@ -149,6 +176,8 @@ def item_from_object(obj, where: str) -> Item:
     tags = obj.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or len(tags) > 64:
         raise InputError(where, "`tags` must be a list of at most 64 strings")
+    for tag in tags:
+        _check_tag(tag, where)
     kind = obj.get("type", "episodic")
     if not isinstance(kind, str) or kind not in TYPES:  # a dict or list is unhashable
         raise InputError(where, f"`type` {kind!r} must be one of {', '.join(TYPES)}")
