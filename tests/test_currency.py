@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from synapse_cli.engine import graphview
-from synapse_cli.engine.recall.currency import asks_about_now
+from synapse_cli.engine.recall.currency import asks_about_now, asks_in_present
 from synapse_cli.engine.recall import RecallConfig, recall
 from synapse_cli.engine.store import Store
 from synapse_cli.engine.recall.topic import topic_words
@@ -45,6 +45,17 @@ def _texts(path, query, **cfg):
 ])
 def test_questions_about_now(query, now):
     assert asks_about_now(query) is now
+
+
+@pytest.mark.parametrize("query, present", [
+    ("Which Python version does Potluck run on?", True), ("Where are the keys kept?", True),
+    ("What indentation do the templates use?", True), ("What time is standup?", True),
+    ("When did Dana move to Leeds?", False), ("What was the original date?", False),
+    ("What did Tobias say about the promotion?", False),
+])
+def test_questions_in_the_present_tense(query, present):
+    """They get newest-first ordering; only asks_about_now's get the penalty and the bonus."""
+    assert asks_in_present(query) is present
 
 
 def test_the_newest_version_comes_first(store):

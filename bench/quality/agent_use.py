@@ -1,7 +1,7 @@
 """Agent-use recall suite (bench/quality/agent_use/): does recall serve an agent's everyday questions?
 Prints one JSON object.
 
-    python bench/quality/agent_use.py [--half tune|heldout|fresh|all] [--only NAME[,NAME]]
+    python bench/quality/agent_use.py [--half tune|tune2|heldout|fresh|all] [--only NAME[,NAME]]
                               [--modes synapse,vector,hybrid] [--consolidate]
                               [--as-of-field until_ms] [--out FILE]
 
@@ -13,8 +13,9 @@ once and the same vector handed to `recall()` (k=10, gate on) for each mode, wit
 after the last turn.  Scores (bench/quality/agent_use/README.md): current_first over "changed" questions,
 top3 / top10 over the answerable ones (changed, two_hop, single), never_rejected and
 false_refusals, and as_of_top1 (recall restricted to the time of an earlier state).  Reported per
-half: tune = personal_assistant + team_chat, heldout = customer_support + family_group, fresh =
-house_share + freelance_client; tune on the first, report the others separately, every time.
+half: tune = personal_assistant + team_chat, tune2 = caregiving + dev_assistant (tuned on since
+2026-11-27), heldout = customer_support + family_group, fresh = house_share + freelance_client;
+tune on the first two, report the others separately, every time.
 """
 from __future__ import annotations
 
@@ -42,8 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_recall import parse_settings  # noqa: E402
 
 DATA = ROOT / "bench" / "quality" / "agent_use"
-# fresh: written later by a writer who saw neither the recall code nor any result (README)
+# tune2 and fresh: written later by a writer who saw neither the recall code nor any result;
+# tune2 was measured once before it was tuned on (README)
 HALVES = {"tune": ("personal_assistant", "team_chat"),
+          "tune2": ("caregiving", "dev_assistant"),
           "heldout": ("customer_support", "family_group"),
           "fresh": ("house_share", "freelance_client")}
 HALF_OF = {c: h for h, cs in HALVES.items() for c in cs}

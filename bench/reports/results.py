@@ -229,8 +229,8 @@ def cons_section(r: dict) -> list[str]:
 AGENT = ["current_first", "top3", "top10", "never_rejected", "false_refusals", "as_of_top1"]
 AGENT_HEAD = ["current first", "gold in top 3", "gold in top 10", "never-answered rejected",
               "false refusals", "as-of top 1"]
-HALVES = {"tune": "tuned on", "heldout": "held out", "fresh": "fresh (written after the tuning, "
-          "never looked at)"}
+HALVES = {"tune": "tuned on", "tune2": "tuned on (written 2026-11-27, tuned on from then)",
+          "heldout": "held out", "fresh": "fresh (written after the tuning, never looked at)"}
 
 
 def agent_section(a: dict, cons: dict | None) -> list[str]:

@@ -165,8 +165,8 @@ SETTINGS: tuple[Setting, ...] = (
       "restates the older (a new version of the same fact)", "recall", -1, 1),
     S("score", "version_depth", int, 20, "how many of the best candidates are compared for "
       "versions", "recall", 2, 1000),
-    S("score", "newest_first", bool, True, "for a question about the current state of a fact, "
-      "the newest of its versions among the best score.version_depth (cosine >= "
+    S("score", "newest_first", bool, True, "for a question in the present tense, not about the "
+      "past, the newest of a fact's versions among the best score.version_depth (cosine >= "
       "score.version_sim, a topic word of the question in common) takes the best place any of "
       "them had", "recall"),
     S("ecphory", "k_init", int, 10, "recall --mode ecphory: engrams (semantic nodes) nearest "

@@ -16,12 +16,13 @@ Four adjustments of the default mode's fused score, all applied before the gate:
   `lambda_change`, scaled by its similarity to the question (0 for unrelated text, all of it
   for the closest candidate): an update worded unlike both the question and the version it
   replaces shares too little with either for the two rules around it to see it.
-- *newest first* (`newest_first`, same questions): among the best `version_depth`, the
-  versions of one fact (cosine >= `version_sim` to the best-scoring of them, and a topic word
-  of the question in common, so that two turns of one speaker are not versions just because
-  both start with the speaker's name) are reordered by time within the places they hold: the
-  newest takes the best place, which brings in an update the penalty alone leaves below the
-  top 10 ("moved it to Tuesday 24th" after "the design review is Thursday 19th").
+- *newest first* (`newest_first`, any question in the present tense, asks_in_present): among
+  the best `version_depth`, the versions of one fact (cosine >= `version_sim` to the
+  best-scoring of them, and a topic word of the question in common, so that two turns of one
+  speaker are not versions just because both start with the speaker's name) are reordered by
+  time within the places they hold: the newest takes the best place, which brings in an update
+  the penalty alone leaves below the top 10 ("moved it to Tuesday 24th" after "the design
+  review is Thursday 19th").
 """
 from __future__ import annotations
 
@@ -46,6 +47,20 @@ def asks_about_now(query: str) -> bool:
     if _PAST.search(query):
         return False
     return bool(_NOW.search(query) or _ONE_STATE.search(query))
+
+
+# any present tense: "which Python version does Potluck run on", "where are the keys kept"
+_PRESENT = re.compile(r"^\W*(what|what's|whats|when|when's|where|where's|which|who|who's|"
+                      r"how)\b.*?\b(is|are|does|do|has|have)\b", re.IGNORECASE)
+
+
+def asks_in_present(query: str) -> bool:
+    """asks_about_now, or any other question in the present tense and not about the past: its
+    versions of one fact are put newest first (version_order), which only reorders what the
+    question found. The penalty and the bonus, which move candidates in and out of the
+    ranking, stay with asks_about_now: on "Which vet does Dana's cat go to?" they sank the
+    answer below a later reminder to call the vet (bench/quality/agent_use.py)."""
+    return asks_about_now(query) or (not _PAST.search(query) and bool(_PRESENT.search(query)))
 
 
 # Words with which a chat reports that a fact changed: "switched to Three", "pescatarian now",
@@ -133,9 +148,9 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     ranking, its members are reordered by time. A group: the best-scoring candidate not yet in
     one and every other such candidate at cosine >= `version_sim` to it that shares one of the
     question's topic words with it (shared_words; not joined transitively, so a chain of one
-    speaker's small talk is no group). None when nothing changes (it applies to the questions
-    superseded_penalty does)."""
-    if len(top) < 2 or not asks_about_now(query):
+    speaker's small talk is no group). None when nothing changes or the question is not in the
+    present tense (asks_in_present)."""
+    if len(top) < 2 or not asks_in_present(query):
         return None
     from ..graphview import unit_vectors
 
