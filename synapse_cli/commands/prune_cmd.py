@@ -107,7 +107,9 @@ def prune(
 
     if match not in ("any", "all"):
         raise UserError(f"--match {match!r}: expected any or all", code=USAGE)
-    for flag, value, lo, hi in (("--decayed", decayed, 0.0, None),
+    if query is not None and not query.strip():
+        raise UserError("--query is empty: give the text whose matches to prune", code=USAGE)
+    for flag, value, lo, hi in (("--decayed", decayed, 0.0, 1.0),  # a retention is in [0, 1]
                                 ("--low-utility", low_utility, 0.0, None),
                                 ("--min-similarity", min_similarity, -1.0, 1.0)):
         if value is not None and not (math.isfinite(value) and value >= lo
