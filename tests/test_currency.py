@@ -150,3 +150,25 @@ def test_an_identifier_the_store_never_mentions_is_refused(store):
         assert unknown_identifiers("Is the team standup at 10:00?", index) == []
     out, _ = _texts(store, "Why did the team standup move, see INC-415?")
     assert out["rejected"] and out["topic"] == {"unknown": ["inc", "415"]}
+
+
+def test_a_question_for_a_value_needs_a_memory_on_its_topic_that_states_one():
+    from synapse_cli.engine.recall.topic import missing_value
+
+    job = ["I'm a UX researcher at Paylark", "paylark pays the gym membership"]
+    assert missing_value("How much does Dana earn at Paylark?", job) == "how much"
+    assert missing_value("How much does Dana earn at Paylark?",
+                         job + ["I earn £48k now, up from 42"]) is None
+    # a number on another topic does not count; a number word does
+    assert missing_value("How old is Biscuit?", ["standup at 10:00", "Biscuit is grumpy"]) \
+        == "how old"
+    assert missing_value("How old is Biscuit?", ["he's six now, getting grumpy in his old age"]) \
+        is None
+    assert missing_value("How many times did the standup move?", []) is None  # a count
+
+
+def test_the_gate_refuses_a_value_nobody_stated(store):
+    out, _ = _texts(store, "How much did the pizza cost?")
+    assert out["rejected"] and out["topic"] == {"no_value": "how much"}
+    out, _ = _texts(store, "How much did the pizza cost?", value_check=False)
+    assert not out["rejected"]

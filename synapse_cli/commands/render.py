@@ -111,6 +111,8 @@ def _why_rejected(result: dict) -> str:
     topic = result.get("topic") or {}
     if topic.get("unknown"):
         return "the store never mentions " + ", ".join(topic["unknown"])
+    if topic.get("no_value"):
+        return f"no memory on its topic states a number ({topic['no_value']})"
     attribution = result.get("attribution") or {}
     if attribution and not attribution.get("passed", True):
         return f"what matches is about someone other than {attribution.get('name')}"

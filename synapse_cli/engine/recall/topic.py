@@ -12,7 +12,9 @@ when its embedding is close to one of the top memories (`topic_sim`, the one thr
 identifier with digits that the store never mentions ("INC-415") is refused whatever else the
 question shares with the store. It cannot
 refuse a question whose words the store uses for something else ("What breed is the cat?" in a
-store that mentions cats).
+store that mentions cats). A question that asks for a value ("How much does Dana earn?") is
+refused when none of the memories it reaches both speaks of its topic and states a number
+(missing_value).
 """
 from __future__ import annotations
 
@@ -111,3 +113,30 @@ def _near(words: list[str], embed, memories, min_sim: float) -> bool:
         return False
     vecs = memories()
     return bool(len(vecs)) and float((embed(words) @ vecs.T).max()) >= min_sim
+
+
+# Questions whose answer is a value ("How much does Dana earn?", "How old is Biscuit?",
+# "What's Maureen's phone number?") and what a value looks like. Not "how many": in chat that
+# is mostly a count over many memories ("How many times has Nate won?"), stated by none.
+_ASKS_VALUE = re.compile(r"\b(how much|how old|phone number|price|cost|costs|salary|age|"
+                         r"ip address)\b", re.IGNORECASE)
+_VALUE = re.compile(r"[0-9£$€]|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+                    r"twelve|twenty|thirty|forty|fifty|hundred|thousand|dozen|couple|half|"
+                    r"a few)\b", re.IGNORECASE)
+
+
+def missing_value(query: str, texts: list[str | None], tokenize=tokenize) -> str | None:
+    """For a question whose answer is a value (_ASKS_VALUE), what it asks ("how much") when
+    none of `texts` (the best memories) both speaks of a topic word of the question, in any
+    form, and states a number or an amount: the memories talk about Dana's job, none says
+    what she earns. Else None."""
+    from ...models.conflate import stem
+
+    asked = _ASKS_VALUE.search(query)
+    if asked is None:
+        return None
+    words = {stem(w) for w in topic_words(query, tokenize)}
+    for text in texts:
+        if _VALUE.search(text or "") and words & {stem(t) for t in tokenize(text or "")}:
+            return None
+    return asked.group(0).lower()
