@@ -2,6 +2,7 @@
 (engine/recall/topic.py), on small real stores (FakeEmbedder: texts that share words are close)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from synapse_cli.engine import graphview
@@ -172,3 +173,22 @@ def test_the_gate_refuses_a_value_nobody_stated(store):
     assert out["rejected"] and out["topic"] == {"no_value": "how much"}
     out, _ = _texts(store, "How much did the pizza cost?", value_check=False)
     assert not out["rejected"]
+
+
+def test_recency_prefers_the_newer_of_two_equally_relevant_candidates():
+    from types import SimpleNamespace
+
+    from synapse_cli.engine.recall import currency
+
+    arrays = SimpleNamespace(ids=np.arange(4), timestamps=np.array([10, 40, 20, 30]))
+    top, scores = np.array([0, 1, 2, 3]), np.array([1.0, 0.99, 0.5, 0.2])
+    bonus = currency.recency_bonus(arrays, RecallConfig(lambda_recent=0.1),
+                                   "Which Python version does Potluck run on?", top, scores)
+    # position 1, newest and almost as relevant as 0, now ranks first; the least relevant
+    # gains nothing however new
+    assert scores[1] + bonus[1] > scores[0] + bonus[0]
+    assert bonus[3] == 0 and bonus[0] == 0  # least relevant; oldest
+    for query in ("When did Dana move to Leeds?", "What was the original plan?"):
+        assert currency.recency_bonus(arrays, RecallConfig(), query, top, scores) is None
+    assert currency.recency_bonus(arrays, RecallConfig(lambda_recent=0), "Where is it?", top,
+                                  scores) is None

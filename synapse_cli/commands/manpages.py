@@ -47,7 +47,8 @@ SOURCES = {
               "gate.tau_attribution, gate.restatements, gate.addressed, gate.mentioned). The "
               "similarity of a query that names a speaker is partly that of the query without "
               "the speakers' names (score.name_free_sim); current facts come first "
-              "(score.lambda_superseded, score.lambda_change, score.newest_first). On a "
+              "(score.lambda_superseded, score.lambda_change, score.lambda_recent, "
+              "score.newest_first). On a "
               "consolidated store the semantic nodes closest to the query seed the activation "
               "besides the episodes (activation.node_anchors). Every setting: "
               "synapse-config(1).",

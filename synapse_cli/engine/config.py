@@ -168,6 +168,9 @@ SETTINGS: tuple[Setting, ...] = (
       "restates the older (a new version of the same fact)", "recall", -1, 1),
     S("score", "version_depth", int, 20, "how many of the best candidates are compared for "
       "versions", "recall", 2, 1000),
+    S("score", "lambda_recent", float, 0.1, "for a question in the present tense, the newer of "
+      "the best 10 candidates gain up to this, times their relevance among them; 0 = off",
+      "recall", 0),
     S("score", "newest_first", bool, True, "for a question in the present tense, not about the "
       "past, the newest of a fact's versions among the best score.version_depth (cosine >= "
       "score.version_sim, a topic word of the question in common) takes the best place any of "

@@ -1,6 +1,6 @@
 """Memory that stays true: the current version of a fact first, chatter last (issue 17).
 
-Four adjustments of the default mode's fused score, all applied before the gate:
+Five adjustments of the default mode's fused score, all applied before the gate:
 - *content prior*: a turn of one or two words ("ok", "RIP", "👍") scores high against any
   question that names its speaker, because ingest embeds "speaker: text"; it loses
   `lambda_chatter` x (1 - tokens / `content_tokens`) (tokens: its BM25 document length, the
@@ -16,6 +16,8 @@ Four adjustments of the default mode's fused score, all applied before the gate:
   `lambda_change`, scaled by its similarity to the question (0 for unrelated text, all of it
   for the closest candidate): an update worded unlike both the question and the version it
   replaces shares too little with either for the two rules around it to see it.
+- *recency* (`lambda_recent`, any question in the present tense): among the best 10, the newer of
+  two candidates the question finds about as well gains a little (recency_bonus).
 - *newest first* (`newest_first`, any question in the present tense, asks_in_present): among
   the best `version_depth`, the versions of one fact (cosine >= `version_sim` to the
   best-scoring of them, and a topic word of the question in common, so that two turns of one
@@ -137,6 +139,29 @@ def superseded_penalty(store, arrays, cfg, query: str, top: np.ndarray) -> np.nd
         return None
     out = np.zeros(len(arrays.ids), np.float64)
     out[top[old]] = -cfg.lambda_superseded
+    return out
+
+
+RECENT_DEPTH = 10  # the candidates among which recency_bonus prefers the newer
+
+
+def recency_bonus(arrays, cfg, query: str, top: np.ndarray,
+                  scores: np.ndarray) -> np.ndarray | None:
+    """float per position: for a question in the present tense (asks_in_present), each of
+    the best RECENT_DEPTH candidates gains `lambda_recent` x its recency x its relevance, both
+    scaled to [0, 1] among them (oldest 0, newest 1; lowest score 0, best 1): of two
+    statements the question finds about as well, the newer comes first even when they are too
+    unlike each other to be seen as versions of one fact ("FROM python:3.13-slim" after
+    "Potluck runs on Python 3.12", cosine 0.36). None when nothing changes."""
+    if cfg.lambda_recent <= 0 or len(top) < 2 or not asks_in_present(query):
+        return None
+    top = np.asarray(top[:RECENT_DEPTH], np.int64)
+    sc = np.asarray(scores[:RECENT_DEPTH], np.float64)
+    ts = arrays.timestamps[top].astype(np.float64)
+    relevance = (sc - sc.min()) / max(float(sc.max() - sc.min()), 1e-12)
+    recency = (ts - ts.min()) / max(float(ts.max() - ts.min()), 1.0)
+    out = np.zeros(len(arrays.ids), np.float64)
+    out[top] = cfg.lambda_recent * recency * relevance
     return out
 
 
