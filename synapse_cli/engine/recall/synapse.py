@@ -145,12 +145,12 @@ class SynapseSettings:
     # Within each set of versions of one fact among the best version_depth candidates (cosine
     # >= version_sim and a content word in common), the newest takes the set's best place
     # (engine/recall/currency.py version_order), for any question in the present tense
-    # (asks_in_present). Only for asks_about_now's questions, as the penalty and the bonus:
-    # agent-use tune half current first / top 3 0.95 / 0.843, caregiving + dev_assistant
-    # 0.536 / 0.625; any present tense 0.95 / 0.863 and 0.607 / 0.625; LoCoMo dev recall@10
-    # over 1-4 71.77 -> 71.47. The penalty and the bonus for any present tense too: 0.95 /
-    # 0.804 and 0.643 / 0.589 (they sank "Biscuit goes to ... Oakwood Vets" below a later
-    # reminder to call the vet).
+    # (asks_in_present). Agent-use current first / top 3, tune and tune2 halves: for
+    # asks_about_now's questions only (like the penalty and the bonus) 0.95 / 0.843 and
+    # 0.536 / 0.625; for any present tense 0.95 / 0.863 and 0.607 / 0.625 (LoCoMo dev
+    # recall@10 over 1-4 71.77 -> 71.47); the penalty and the bonus for any present tense too
+    # 0.95 / 0.804 and 0.643 / 0.589 (they sank "Biscuit goes to ... Oakwood Vets" below a
+    # later reminder to call the vet).
     newest_first: bool = True
 
 
