@@ -190,10 +190,9 @@ def recall_with(recaller: Recaller, query: str, *, touch: bool = True, now_ms: i
     keyword arguments as `Recaller.recall` takes them (engine/recall/service.py recall_config)."""
     if not isinstance(query, str) or not query.strip():
         raise InputError("query", "empty query")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError("query", "not valid UTF-8 (it holds lone surrogates)") from None
+    from .engine.inputs import _text
+
+    _text(query, "query", "query")  # no lone surrogate, no NUL
     return recaller.recall(query, touch=touch, now_ms=now_ms, **kwargs)
 
 

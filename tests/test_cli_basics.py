@@ -70,7 +70,7 @@ USAGE_ERRORS = [
     ["migrate"],
     ["migrate", "--header", "v9"],
     ["--lock-timeout", "soon", "inspect"],
-    ["prune", "--query", " ", "--dry-run"], ["prune", "--decayed", "2", "--dry-run"],
+    ["prune", "--query", " ", "--dry-run"],
     # bytes that are not UTF-8 (Python holds them as lone surrogates) in a text argument
     ["recall", "hik\udcffing"], ["list", "--tag", "a\udcff"], ["ingest", "--goal", "x\udcff"],
 ]

@@ -160,11 +160,15 @@ def test_a_question_for_a_value_needs_a_memory_on_its_topic_that_states_one():
     assert missing_value("How much does Dana earn at Paylark?", job) == "how much"
     assert missing_value("How much does Dana earn at Paylark?",
                          job + ["I earn £48k now, up from 42"]) is None
-    # a number on another topic does not count; a number word does
-    assert missing_value("How old is Biscuit?", ["standup at 10:00", "Biscuit is grumpy"]) \
-        == "how old"
-    assert missing_value("How old is Biscuit?", ["he's six now, getting grumpy in his old age"]) \
+    # what the question names counts too (subject_names: "Biscuit")
+    biscuit = {"biscuit"}
+    assert missing_value("How old is Biscuit?", ["Biscuit turned 6 in March"], names=biscuit) \
         is None
+    assert missing_value("How old is Biscuit?", ["he's six now, grumpy in his old age"],
+                         names=biscuit) is None
+    assert missing_value("How old is Biscuit?", ["standup at 10:00", "Biscuit is grumpy"],
+                         names=biscuit) == "how old"
+    assert missing_value("How much is it?", []) is None  # nothing to look for
     assert missing_value("How many times did the standup move?", []) is None  # a count
 
 

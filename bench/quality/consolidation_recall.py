@@ -50,7 +50,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from locomo_recall import CATS, answerable, dia_ids_by_record, turns_by_md5, turns_of  # noqa: E402
-from store_format import flags as fl  # noqa: E402
 from store_format import graph_files as gf  # noqa: E402
 from synapse_cli.engine import graphview  # noqa: E402
 from synapse_cli.engine.ingest import IngestConfig, ingest  # noqa: E402
@@ -96,7 +95,7 @@ def arrays_variant(store: Store, name: str):
             dm.archived_ids = saved
     a = graphview.build(store)
     if name == "no-semantic-edges":
-        keep = fl.memory_type_code(a.flags) != fl.MemoryType.SEMANTIC
+        keep = ~a.semantic()
         a.indptr, a.indices, a.weights, a.types = graphview.subgraph(
             (a.indptr, a.indices, a.weights, a.types), keep)
     elif name.startswith("abstraction-x"):

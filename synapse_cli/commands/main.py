@@ -141,7 +141,8 @@ def _not_utf8(argv: list[str]) -> str | None:
         try:
             arg.encode("utf-8")
         except UnicodeEncodeError:
-            if not os.path.lexists(arg):
+            value = arg.partition("=")[2] if arg.startswith("--") else arg  # --store=PATH
+            if not os.path.lexists(value):
                 return arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return None
 

@@ -109,7 +109,7 @@ def prune(
         raise UserError(f"--match {match!r}: expected any or all", code=USAGE)
     if query is not None and not query.strip():
         raise UserError("--query is empty: give the text whose matches to prune", code=USAGE)
-    for flag, value, lo, hi in (("--decayed", decayed, 0.0, 1.0),  # a retention is in [0, 1]
+    for flag, value, lo, hi in (("--decayed", decayed, 0.0, None),
                                 ("--low-utility", low_utility, 0.0, None),
                                 ("--min-similarity", min_similarity, -1.0, 1.0)):
         if value is not None and not (math.isfinite(value) and value >= lo

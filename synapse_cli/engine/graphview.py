@@ -55,14 +55,15 @@ class RecallArrays:
         node's text, vector and relations hold what every episode that names it said, so a
         node that a later episode enriched would tell a time-filtered recall what was said after
         the window ("Berlin marathon ... finished in 3 hours 52" for --as-of June)."""
-        key = ("outside", t_min, t_max)
-        if key not in self.cache:
+        window, mask = self.cache.get("outside", (None, None))
+        if window != (t_min, t_max):  # only the last window is kept: a server sees many
             src = np.repeat(np.arange(self.n), np.diff(self.indptr))
             t = self.timestamps[self.indices]
-            out = np.zeros(self.n, bool)
-            out[src[(t < t_min) | (t > t_max)]] = True
-            self.cache[key] = out & self.semantic()
-        return self.cache[key]
+            mask = np.zeros(self.n, bool)
+            mask[src[(t < t_min) | (t > t_max)]] = True
+            mask &= self.semantic()
+            self.cache["outside"] = ((t_min, t_max), mask)
+        return mask
 
     def without_hubs(self, share: float) -> tuple[np.ndarray, ...]:
         """(indptr, indices, weights, types) without the edges of hub nodes: semantic nodes

@@ -94,7 +94,11 @@ def parse_window_end(value, where: str) -> int:
     ("2026-06-02") is its last millisecond (UTC), so that a window from and to one date is
     that whole day, not an empty one."""
     ms = parse_timestamp(value, where)
-    if isinstance(value, str) and len(value.strip()) == 10 and value.strip()[4::3] == "--":
+    if isinstance(value, str):
+        try:
+            dt.date.fromisoformat(value.strip())  # a date without a time of day
+        except ValueError:
+            return ms
         ms += 86_400_000 - 1
     return ms
 

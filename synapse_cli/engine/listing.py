@@ -15,6 +15,7 @@ from store_format import flags as fl
 from store_format import graph_files as gf
 
 from .filters import tag_mask
+from .inputs import RESERVED_TAG_PREFIXES
 from .store import Store
 
 TYPE_NAMES = {t.name.lower(): int(t) for t in fl.MemoryType}
@@ -69,7 +70,7 @@ def _row(rid: int, ts: int, flags: int, h, body: dict) -> dict:
         if body.get(key):
             row[key] = body[key]
     row["tags"] = [t for t in body.get("tags") or []
-                   if not t.startswith(("speaker:", "session:", "source:"))]
+                   if not t.startswith(RESERVED_TAG_PREFIXES)]
     row.update(pinned=bool(f["pinned"]), resolved=bool(f["resolved"]),
                consolidated=bool(f["consolidated"]), in_trash=bool(f["tombstone"]),
                recall_count=h.recall_count, importance=round(h.importance, 4))

@@ -52,15 +52,15 @@ def asks_about_now(query: str) -> bool:
 
 
 # any present tense: "which Python version does Potluck run on", "where are the keys kept"
-_PRESENT = re.compile(r"^\W*(what|what's|whats|when|when's|where|where's|which|who|who's|"
-                      r"how)\b.*?\b(is|are|does|do|has|have)\b", re.IGNORECASE)
+_PRESENT = re.compile(r"^\W*((what|when|where|who)['’]s\b|(what|whats|when|where|which|who|"
+                      r"how)\b.*?\b(is|are|does|do|has|have)\b)", re.IGNORECASE)
 
 
 def asks_in_present(query: str) -> bool:
     """asks_about_now, or any other question in the present tense and not about the past: its
     versions of one fact are put newest first (version_order), which only reorders what the
-    question found. The penalty and the bonus, which move candidates in and out of the
-    ranking, stay with asks_about_now: on "Which vet does Dana's cat go to?" they sank the
+    question found. superseded_penalty and change_bonus, which move candidates in and out of
+    the ranking, stay with asks_about_now: on "Which vet does Dana's cat go to?" they sank the
     answer below a later reminder to call the vet (bench/quality/agent_use.py)."""
     return asks_about_now(query) or (not _PAST.search(query) and bool(_PRESENT.search(query)))
 
@@ -149,10 +149,11 @@ def recency_bonus(arrays, cfg, query: str, top: np.ndarray,
                   scores: np.ndarray) -> np.ndarray | None:
     """float per position: for a question in the present tense (asks_in_present), each of
     the best RECENT_DEPTH candidates gains `lambda_recent` x its recency x its relevance, both
-    scaled to [0, 1] among them (oldest 0, newest 1; lowest score 0, best 1): of two
-    statements the question finds about as well, the newer comes first even when they are too
-    unlike each other to be seen as versions of one fact ("FROM python:3.13-slim" after
-    "Potluck runs on Python 3.12", cosine 0.36). None when nothing changes."""
+    scaled to [0, 1] among them (oldest 0, newest 1; the last of them 0, the best 1): of two
+    statements near the top that the question finds about as well, the newer comes first even
+    when they are too unlike each other to be seen as versions of one fact ("FROM
+    python:3.13-slim" after "Potluck runs on Python 3.12", cosine 0.36). None when nothing
+    changes."""
     if cfg.lambda_recent <= 0 or len(top) < 2 or not asks_in_present(query):
         return None
     top = np.asarray(top[:RECENT_DEPTH], np.int64)
@@ -160,8 +161,11 @@ def recency_bonus(arrays, cfg, query: str, top: np.ndarray,
     ts = arrays.timestamps[top].astype(np.float64)
     relevance = (sc - sc.min()) / max(float(sc.max() - sc.min()), 1e-12)
     recency = (ts - ts.min()) / max(float(ts.max() - ts.min()), 1.0)
+    gain = cfg.lambda_recent * recency * relevance
+    if not gain.any():
+        return None
     out = np.zeros(len(arrays.ids), np.float64)
-    out[top] = cfg.lambda_recent * recency * relevance
+    out[top] = gain
     return out
 
 

@@ -287,6 +287,15 @@ def node_routes(pos: int, sig: Signals, arrays: graphview.RecallArrays, S: float
     return routes[:limit]
 
 
+def _add_bonus(sig: Signals, bonus: np.ndarray | None) -> bool:
+    """Add `bonus` (float per position, or None for no change) to the fused score's bonus;
+    True when the ranking must be redone."""
+    if bonus is None:
+        return False
+    sig.bonus = bonus if sig.bonus is None else sig.bonus + bonus
+    return True
+
+
 def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         arrays: graphview.RecallArrays, now_ms: int, embed, t0: float) -> dict:
     """The default pipeline after recall's dispatch (dispatch.py), for mode `synapse` and the
@@ -313,18 +322,13 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         news = currency.change_bonus(store, arrays, cfg, query, top, sig.sim)
         if news is not None:  # both adjust the same ranking: applied together
             older = news if older is None else older + news
-        if older is not None:
-            sig.bonus = older if sig.bonus is None else sig.bonus + older
+        if _add_bonus(sig, older):
             top, scores = rank(sig, kcfg)
-        recent = currency.recency_bonus(arrays, cfg, query, top, scores)
-        if recent is not None:
-            sig.bonus = recent if sig.bonus is None else sig.bonus + recent
+        if _add_bonus(sig, currency.recency_bonus(arrays, cfg, query, top, scores)):
             top, scores = rank(sig, kcfg)
-        if cfg.newest_first:
-            newer = currency.version_order(store, arrays, cfg, query, top, scores)
-            if newer is not None:
-                sig.bonus = newer if sig.bonus is None else sig.bonus + newer
-                top, scores = rank(sig, kcfg)
+        if cfg.newest_first and _add_bonus(
+                sig, currency.version_order(store, arrays, cfg, query, top, scores)):
+            top, scores = rank(sig, kcfg)
     bodies = store.bodies(arrays.ids[top]) if (attributing or focusing) and len(top) else None
     unfocused = (top, bodies)  # the attribution check weighs the ranking before the focus
     if focusing and len(top):
@@ -333,8 +337,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         name = named_speaker(query, {b.get("speaker") for b in bodies[: cfg.attribution_depth]}
                              - {None})
         if name is not None:
-            focus = np.float64(cfg.lambda_speaker) * speaker_mask(store, arrays, name)
-            sig.bonus = focus if sig.bonus is None else sig.bonus + focus
+            _add_bonus(sig, np.float64(cfg.lambda_speaker) * speaker_mask(store, arrays, name))
             read = dict(zip(arrays.ids[top].tolist(), bodies))
             top, scores = rank(sig, kcfg)
             ids = arrays.ids[top].tolist()
@@ -367,9 +370,11 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
             from .topic import missing_value
 
             bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
+            from .speakers import subject_names
+
             no_value = missing_value(query, [b.get("text")
                                              for b in bodies[: cfg.attribution_depth]],
-                                     index.tokenize)
+                                     index.tokenize, subject_names(store, arrays, query))
         rejected = unknown is not None or no_value is not None
     if not rejected:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies

@@ -125,18 +125,26 @@ _VALUE = re.compile(r"[0-9£$€]|\b(one|two|three|four|five|six|seven|eight|nin
                     r"a few)\b", re.IGNORECASE)
 
 
-def missing_value(query: str, texts: list[str | None], tokenize=tokenize) -> str | None:
+def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
+                  names: set[str] = frozenset()) -> str | None:
     """For a question whose answer is a value (_ASKS_VALUE), what it asks ("how much") when
-    none of `texts` (the best memories) both speaks of a topic word of the question, in any
-    form, and states a number or an amount: the memories talk about Dana's job, none says
-    what she earns. Else None."""
+    none of `texts` (the best memories) both speaks of what the question is about and states a
+    number or an amount ("How much does Dana earn?": they talk about her job, none says what
+    she earns). What it is about: its topic words, in any form; when those are only the asking
+    words ("How old is Biscuit?"), also `names`, the people and things it names that are not
+    speakers (speakers.subject_names), since "Biscuit turned 6" answers it. None otherwise,
+    and for a question that names nothing to look for ("How much is it?")."""
     from ...models.conflate import stem
 
     asked = _ASKS_VALUE.search(query)
     if asked is None:
         return None
-    words = {stem(w) for w in topic_words(query, tokenize)}
+    about = {stem(w) for w in topic_words(query, tokenize)}
+    if not about - {stem(w) for w in tokenize(asked.group(0))}:  # "How old is Biscuit?"
+        about |= set(names)
+    if not about:
+        return None
     for text in texts:
-        if _VALUE.search(text or "") and words & {stem(t) for t in tokenize(text or "")}:
+        if _VALUE.search(text or "") and about & {stem(t) for t in tokenize(text or "")}:
             return None
     return asked.group(0).lower()
