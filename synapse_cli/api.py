@@ -228,6 +228,8 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     from .engine.maintenance import prune as pr
     from .engine.store import Store, StoreWriter
 
+    if query is not None and not query.strip():  # as `synapse prune --query ""`
+        raise InputError("query", "empty query: give the text whose matches to prune")
     policy = pr.PrunePolicy(decayed_below=decayed_below, at_ms=at_ms, dormant=dormant,
                             low_utility_below=low_utility_below, before_ms=before_ms,
                             ids=tuple(int(i) for i in ids), tags=tuple(tags), query=query,

@@ -162,12 +162,12 @@ def test_a_question_for_a_value_needs_a_memory_on_its_topic_that_states_one():
                          job + ["I earn £48k now, up from 42"]) is None
     # what the question names counts too (subject_names: "Biscuit")
     biscuit = {"biscuit"}
-    assert missing_value("How old is Biscuit?", ["Biscuit turned 6 in March"], names=biscuit) \
+    assert missing_value("How old is Biscuit?", ["Biscuit turned 6 in March"], names=lambda: biscuit) \
         is None
     assert missing_value("How old is Biscuit?", ["he's six now, grumpy in his old age"],
-                         names=biscuit) is None
+                         names=lambda: biscuit) is None
     assert missing_value("How old is Biscuit?", ["standup at 10:00", "Biscuit is grumpy"],
-                         names=biscuit) == "how old"
+                         names=lambda: biscuit) == "how old"
     assert missing_value("How much is it?", []) is None  # nothing to look for
     assert missing_value("How many times did the standup move?", []) is None  # a count
 

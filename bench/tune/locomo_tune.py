@@ -113,7 +113,7 @@ def load_conv(conv: dict, variant: str, embedder) -> Conv:
         bm = np.zeros((len(qas), n), np.float32)
         dec = np.zeros((len(qas), n), np.float32)
         for i, ((q, _, _), qv) in enumerate(zip(qas, qvecs)):
-            s, d, im = _scan(store, qv, cfg, now_ms)
+            s, d, im = _scan(store, qv, cfg, now_ms, arrays)
             passed = np.isfinite(s)
             sim[i] = np.where(passed, s, -1.0)
             dec[i] = d

@@ -97,8 +97,10 @@ def dumps(obj: Any) -> bytes:
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars and arrays for the stdlib encoder."""
-    return value.tolist() if hasattr(value, "tolist") else str(value)
+    """numpy scalars and arrays for the stdlib encoder (what orjson's numpy option takes)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def text(data: str) -> None:

@@ -38,8 +38,8 @@ _NOW = re.compile(r"\b(now|currently|current|still|anymore|any more|latest|these
                   r"nowadays|at the moment|right now)\b", re.IGNORECASE)
 # one state in the present tense: "where does X live", "what is X's plan", "who owns"; not a
 # list ("what are X's hobbies", "what do they like"), whose answer is every version
-_ONE_STATE = re.compile(r"^\W*(what|what's|whats|when|when's|where|where's|which|who|who's|"
-                        r"how)\b.*?\b(is)\b", re.IGNORECASE)
+_WH = r"^\W*(what|whats|when|where|which|who|how)\b"  # "what's" is "what" and "'s"
+_ONE_STATE = re.compile(_WH + r".*?\bis\b", re.IGNORECASE)
 
 
 def asks_about_now(query: str) -> bool:
@@ -52,8 +52,8 @@ def asks_about_now(query: str) -> bool:
 
 
 # any present tense: "which Python version does Potluck run on", "where are the keys kept"
-_PRESENT = re.compile(r"^\W*((what|when|where|who)['’]s\b|(what|whats|when|where|which|who|"
-                      r"how)\b.*?\b(is|are|does|do|has|have)\b)", re.IGNORECASE)
+_PRESENT = re.compile(r"^\W*(what|when|where|who)['’]s\b|" + _WH
+                      + r".*?\b(is|are|does|do|has|have)\b", re.IGNORECASE)
 
 
 def asks_in_present(query: str) -> bool:

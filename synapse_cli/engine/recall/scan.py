@@ -12,7 +12,7 @@ from ..filters import TYPE_BITS
 from ..store import Store
 
 
-def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int, arrays=None):
+def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int, arrays):
     """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned
     or filtered out (tags exactly: engine/filters.py; with a time window, a semantic node also
     when one of the records it links is outside it: RecallArrays.reaching_outside).
@@ -23,13 +23,13 @@ def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int, arrays=N
     tags and the time window."""
     from ...kernels.header_scan import scan
 
-    cache = None if arrays is None else arrays.cache
+    cache = arrays.cache
 
     type_mask = 0b1111
     if cfg.types:
         type_mask = sum(TYPE_BITS[t] for t in cfg.types)
     tag_query = encode_tags(cfg.tags) if cfg.tags else 0
-    norms = {} if cache is None else cache.setdefault("inv_norms", {})
+    norms = cache.setdefault("inv_norms", {})
     t_min = cfg.since_ms or 0
     t_max = cfg.until_ms if cfg.until_ms is not None else 2**63 - 1
     n = sum(s.n for s in store.segments)
@@ -47,7 +47,7 @@ def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int, arrays=N
              out=(sim[start:end], dec[start:end], imp[start:end]))
         norms[k] = inv
         start = end
-    if arrays is not None and (cfg.since_ms is not None or cfg.until_ms is not None):
+    if cfg.since_ms is not None or cfg.until_ms is not None:
         sim[arrays.reaching_outside(t_min, t_max)] = -np.inf
     if cfg.tags:  # the kernel checked the Bloom bits; the payload's tags decide
         from ..filters import tag_mask

@@ -159,14 +159,10 @@ def _anchors(sim: np.ndarray, bm25: np.ndarray, arrays: graphview.RecallArrays,
     episode's place cost the episode that holds the date or detail the node does not say
     (bench/quality/consolidation_recall.py)."""
     node = arrays.semantic()
-    if node.any():
-        dense = _top(np.where(node, -np.inf, sim), cfg.anchors_k)
-        if cfg.node_anchors > 0:
-            dense = np.union1d(dense, _top(np.where(node, sim, -np.inf), cfg.node_anchors))
-        lexical = _top(np.where(node, 0.0, bm25), cfg.anchors_k, 0.0)
-    else:
-        dense = _top(sim, cfg.anchors_k)
-        lexical = _top(bm25, cfg.anchors_k, 0.0)  # zero where the scan filtered a record
+    dense = _top(np.where(node, -np.inf, sim), cfg.anchors_k)
+    if cfg.node_anchors > 0 and node.any():
+        dense = np.union1d(dense, _top(np.where(node, sim, -np.inf), cfg.node_anchors))
+    lexical = _top(np.where(node, 0.0, bm25), cfg.anchors_k, 0.0)  # 0: filtered by the scan
     anchors = np.union1d(dense, lexical)
     return anchors[sim[anchors] >= cfg.anchor_min_sim]
 

@@ -374,7 +374,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
 
             no_value = missing_value(query, [b.get("text")
                                              for b in bodies[: cfg.attribution_depth]],
-                                     index.tokenize, subject_names(store, arrays, query))
+                                     index.tokenize, lambda: subject_names(store, arrays, query))
         rejected = unknown is not None or no_value is not None
     if not rejected:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies

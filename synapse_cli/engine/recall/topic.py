@@ -126,13 +126,13 @@ _VALUE = re.compile(r"[0-9£$€]|\b(one|two|three|four|five|six|seven|eight|nin
 
 
 def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
-                  names: set[str] = frozenset()) -> str | None:
+                  names=frozenset) -> str | None:
     """For a question whose answer is a value (_ASKS_VALUE), what it asks ("how much") when
     none of `texts` (the best memories) both speaks of what the question is about and states a
     number or an amount ("How much does Dana earn?": they talk about her job, none says what
     she earns). What it is about: its topic words, in any form; when those are only the asking
-    words ("How old is Biscuit?"), also `names`, the people and things it names that are not
-    speakers (speakers.subject_names), since "Biscuit turned 6" answers it. None otherwise,
+    words ("How old is Biscuit?"), also `names()`, the people and things it names that are not
+    speakers (speakers.subject_names; called only then), since "Biscuit turned 6" answers it. None otherwise,
     and for a question that names nothing to look for ("How much is it?")."""
     from ...models.conflate import stem
 
@@ -141,7 +141,7 @@ def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
         return None
     about = {stem(w) for w in topic_words(query, tokenize)}
     if not about - {stem(w) for w in tokenize(asked.group(0))}:  # "How old is Biscuit?"
-        about |= set(names)
+        about |= set(names())
     if not about:
         return None
     for text in texts:
