@@ -54,12 +54,16 @@ def _items(n: int) -> str:
 
 
 def test_batches_store_what_one_transaction_stores(tmp_path):
-    data = _items(11)
+    first = _items(11).splitlines(keepends=True)[0]
+    data = _items(11) + first  # a repeat of line 1 in the last batch, after earlier commits
     stores = []
     for batch in (3, 256):
         store = tmp_path / f"b{batch}"
         r = _ingest(store, data, "--batch", str(batch))
-        assert [json.loads(x)["id"] for x in r.stdout.splitlines()] == list(range(1, 12))
+        assert r.returncode == 0, r.stderr
+        out = [json.loads(x) for x in r.stdout.splitlines()]
+        assert [x["id"] for x in out] == list(range(1, 12)) + [1]
+        assert out[-1]["status"] == "duplicate"
         stores.append(store)
     with Store.open(stores[0]) as a, Store.open(stores[1]) as b:
         assert [a.body(i)["text"] for i in a.ids] == [b.body(i)["text"] for i in b.ids]

@@ -158,8 +158,9 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
 
     # 1. deduplicate
     fresh: list[tuple[int, Item, bytes]] = []
-    batch_seen: dict[tuple, int] = {}  # (digest, speaker, timestamp) -> position
-    for pos, item in enumerate(items):
+    batch_seen: dict[tuple, Outcome] = {}  # (digest, speaker, timestamp) -> first outcome
+    repeats: list[tuple[Outcome, Outcome]] = []  # (repeat, first) inside this batch
+    for item in items:
         digest = md5_of(item.text)
         rid = _stored_statement(w, index_file, index, seen.get(digest, ()), digest, item)
         key = (digest, item.speaker, item.timestamp_ms)
@@ -167,9 +168,10 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
             result.outcomes.append(Outcome(item.where, "duplicate", rid))
         elif key in batch_seen:
             result.outcomes.append(Outcome(item.where, "duplicate", None))
+            repeats.append((result.outcomes[-1], batch_seen[key]))
         else:
-            batch_seen[key] = pos
             result.outcomes.append(Outcome(item.where, "stored"))
+            batch_seen[key] = result.outcomes[-1]
             fresh.append((len(result.outcomes) - 1, item, digest))
     if not fresh:
         result.seconds = time.perf_counter() - t0
@@ -248,6 +250,9 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     n = ix.append(index_file, committed_entries, entries)
     w.stage(bm25=bm25_committed, ingest={"file": index_name, "entries": n})
     w.commit()
+    for repeat, first in repeats:
+        repeat.id = first.id  # None when the first was gated
+    w.refresh()  # the next batch through this writer deduplicates against these records
     result.seconds = time.perf_counter() - t0
     return result
 
