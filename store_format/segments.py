@@ -498,7 +498,7 @@ class SegmentReader:
         if fault is not None:
             i, off, cls, msg = fault
             row = int(rows[i])
-            raise cls(f"record {row}: {msg}", path=self.path,
+            raise cls(f"row {row} of the segment: {msg}", path=self.path,
                       offset=h.record_offset(row) + off)
 
     def check(self, start: int = 0, stop: int | None = None, prev_id: int = 0,
@@ -512,7 +512,7 @@ class SegmentReader:
                              payload_bytes)
         if fault is not None:
             i, off, cls, msg = fault
-            raise cls(f"record {start + i}: {msg}", path=self.path,
+            raise cls(f"row {start + i} of the segment: {msg}", path=self.path,
                       offset=h.record_offset(start + i) + off)
 
 

@@ -369,25 +369,34 @@ def list_memories(store=None, *, types: Iterable[str] = (), tags: Iterable[str] 
     return read_retrying(resolve_store(store), one)
 
 
-def export(out=None, store=None) -> dict:
+def export(out=None, store=None, skip_damaged: bool = False) -> dict:
     """Write the whole store as portable JSON lines (FORMAT.md 17) to `out`: a binary stream
     (None: stdout), or a path written atomically (temp file, fsync, rename: never half a file
     under that name; started again if a concurrent writer changed what was being read).
-    Returns the header's counts."""
-    from .engine.portable import write_export
+    Returns the header's counts. A damaged record raises CorruptStore, unless `skip_damaged`:
+    then it is left out, with the edges that touch it, and named in the counts' `skipped`
+    ([{"id", "problem"}]), so that `import` can rebuild a healthy store from the rest."""
+    from .engine.portable import damaged_records, write_export
     from .engine.store import Store, read_retrying
+
+    def write(s, f):
+        damaged = damaged_records(s) if skip_damaged else []
+        counts = write_export(s, f, frozenset(rid for rid, _ in damaged))
+        if skip_damaged:
+            counts = {**counts, "skipped": [{"id": rid, "problem": p} for rid, p in damaged]}
+        return counts
 
     if out is None or hasattr(out, "write"):
         import sys
 
         with Store.open(resolve_store(store)) as s:
-            return write_export(s, out if out is not None else sys.stdout.buffer)
+            return write(s, out if out is not None else sys.stdout.buffer)
     path = Path(out)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
     def attempt(s):  # mode 0600 like the store's own files: it holds every memory
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-            counts = write_export(s, f)
+            counts = write(s, f)
             f.flush()
             os.fsync(f.fileno())
         return counts

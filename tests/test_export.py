@@ -339,3 +339,37 @@ def test_real_model_consolidation_round_trip(tmp_path):
     before, after = _top10(a, e, qs), _top10(b, e, qs)
     same = sum(len(set(x) & set(y)) for x, y in zip(before, after))
     assert same / sum(len(x) for x in before) >= 0.9
+
+
+def test_damaged_record_is_named_and_skip_damaged_rescues_the_rest(built, tmp_path):
+    """A record whose CRC fails stops a plain export (with a hint); --skip-damaged exports
+    every other record and the edges that do not touch it, and that imports as a healthy
+    store."""
+    store = tmp_path / "s"
+    shutil.copytree(built[0], store)
+    with Store.open(store) as s:
+        seg = s.segments[0]
+        row = 20
+        rid = int(seg.ids[row])
+        offset = seg.header.record_offset(row) + seg.header.header_bytes + 3  # in its vector
+        path = seg.path
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ 0xFF]))
+    lines = assert_clean_failure(run_cli(["export", "--out", tmp_path / "x.jsonl"], store), 65)
+    assert f"row {row} of the segment" in lines[0] and "--skip-damaged" in lines[1]
+    assert not (tmp_path / "x.jsonl").exists()
+
+    r = run_cli(["export", "--skip-damaged", "--json", "--out", tmp_path / "x.jsonl"], store)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["skipped"] == [rid]
+    assert f"skipped damaged record {rid}" in r.stderr
+    want = [x for x in body_lines(built[1])
+            if x.get("id") != rid and rid not in (x.get("src"), x.get("dst"))]
+    assert body_lines(tmp_path / "x.jsonl") == want
+    assert len(want) < len(body_lines(built[1])) - 1  # the record and at least one edge
+    r = run_cli(["import", tmp_path / "x.jsonl"], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert api.verify(tmp_path / "b")["ok"]

@@ -7,6 +7,7 @@ import typer
 
 from . import output
 from .common import JSON_OPTION, QUIET_OPTION, store_path
+from .exits import UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -17,6 +18,10 @@ def export(
     out: Optional[str] = typer.Option(None, "--out", "-o", metavar="FILE",
                                       help="Write to FILE (atomically: complete or absent) "
                                            "instead of stdout."),
+    skip_damaged: bool = typer.Option(False, "--skip-damaged",
+                                      help="Leave out records that fail their checksum (and "
+                                           "the edges that touch them), naming each on stderr: "
+                                           "rescue what is intact, then import it."),
     json: bool = JSON_OPTION,
     quiet: bool = QUIET_OPTION,
 ) -> None:
@@ -26,13 +31,27 @@ def export(
     flags and counts (semantic nodes included), then every graph edge. No vectors: `synapse
     import` embeds again with the new store's model (docs/FORMAT.md 17).
 
+    A damaged store (`synapse inspect verify` exits 1) is exported with --skip-damaged:
+    every record that passes its checks, and the ids of those that did not.
+
     Example: synapse export --out memory.jsonl
     """
     from .. import api
 
-    counts = api.export(out if out not in (None, "-") else None, store_path())
+    from store_format.errors import CorruptStore
+
+    try:
+        counts = api.export(out if out not in (None, "-") else None, store_path(),
+                            skip_damaged=skip_damaged)
+    except CorruptStore as exc:
+        raise UserError(str(exc), hint="`synapse export --skip-damaged` exports every intact "
+                                       "record; `synapse import` makes a new store of them")
+    skipped = counts.pop("skipped", [])
+    for s in skipped:
+        output.warn(f"skipped damaged record {s['id']}: {s['problem']}")
     if out not in (None, "-"):
-        summary = {"out": out, **counts}
+        summary = {"out": out, **counts, **({"skipped": [s["id"] for s in skipped]}
+                                            if skip_damaged else {})}
         if json:
             output.emit(summary)
         else:

@@ -19,6 +19,7 @@ import orjson
 from store_format import flags as fl
 from store_format import ingest_index as ix
 from store_format import spikes as sp
+from store_format.errors import CorruptStore
 from store_format.headers import array_to_headers
 
 from .consolidate.dormancy import DormancyState
@@ -79,42 +80,70 @@ def record_line(rid: int, h, body: dict, spikes: list | None, dormant: dict | No
     return line
 
 
-def export_lines(store: Store, now_ms: int | None = None) -> Iterator[dict]:
-    """The export of a committed snapshot, line by line (header, records in id order, edges)."""
+def damaged_records(store: Store) -> list[tuple[int, str]]:
+    """(id, problem) of every record whose header or body fails its checks (CRC, bounds):
+    what `export --skip-damaged` leaves out. A chunk that reads cleanly costs one pass."""
+    out = []
+    for seg in store.segments:
+        for lo in range(0, seg.n, CHUNK):
+            ids = [int(i) for i in seg.ids[lo:min(seg.n, lo + CHUNK)]]
+            try:
+                store.bodies(ids)
+                continue
+            except CorruptStore:
+                pass
+            for rid in ids:  # find which ones
+                try:
+                    store.bodies([rid])
+                except CorruptStore as exc:
+                    out.append((rid, str(exc)))
+    return out
+
+
+def export_lines(store: Store, now_ms: int | None = None,
+                 skip: frozenset[int] = frozenset()) -> Iterator[dict]:
+    """The export of a committed snapshot, line by line (header, records in id order, edges).
+    `skip`: record ids left out (damaged_records), with every edge that touches one."""
     m = store.manifest
     g = store.graph()
     spikes = _spike_trains(store)
     dorm_header, dorm = _dormancy(store)
+    node_ids = np.asarray(g.node_ids)
+    src = np.repeat(node_ids, np.diff(np.asarray(g.indptr, np.int64)))
+    dst = node_ids[np.asarray(g.indices, np.int64)]
+    dropped = np.asarray(sorted(skip), np.uint64)
+    edges = np.flatnonzero(~(np.isin(src, dropped) | np.isin(dst, dropped)))
     n_nodes = 0
     for seg in store.segments:
         if seg.n:
-            n_nodes += int(np.count_nonzero(fl.memory_type_code(np.asarray(seg.headers["flags"]))
-                                            == fl.MemoryType.SEMANTIC))
+            semantic = fl.memory_type_code(np.asarray(seg.headers["flags"])) \
+                == fl.MemoryType.SEMANTIC
+            n_nodes += int(np.count_nonzero(semantic & ~np.isin(seg.ids, dropped)))
     yield {"format": FORMAT_NAME, "version": FORMAT_VERSION,
            "exported_at_ms": int(time.time() * 1000) if now_ms is None else now_ms,
            "store": {"embedder": m.embedder, "dim": m.dim, "header_version": m.header_version,
                      "store_id": m.store_id, "next_record_id": m.next_record_id},
-           "counts": {"records": store.count, "nodes": n_nodes, "edges": int(g.n_edges)},
+           "counts": {"records": store.count - len(skip), "nodes": n_nodes,
+                      "edges": len(edges)},
            "dormancy": dorm_header}
     for seg in store.segments:
         for lo in range(0, seg.n, CHUNK):
             hi = min(seg.n, lo + CHUNK)
-            ids = [int(i) for i in seg.ids[lo:hi]]
-            for rid, h, body in zip(ids, array_to_headers(seg.headers[lo:hi]),
-                                    store.bodies(ids)):  # bodies() checks each record's CRC
+            rows = [(int(rid), h) for rid, h in zip(seg.ids[lo:hi],
+                                                    array_to_headers(seg.headers[lo:hi]))
+                    if int(rid) not in skip]
+            bodies = store.bodies([rid for rid, _ in rows])  # checks each record's CRC
+            for (rid, h), body in zip(rows, bodies):
                 yield record_line(rid, h, body, spikes.get(rid), dorm.get(rid))
-    node_ids = np.asarray(g.node_ids)
-    rows = np.repeat(np.arange(g.n_nodes), np.diff(np.asarray(g.indptr, np.int64)))
-    for k in range(int(g.n_edges)):
-        yield {"kind": "edge", "src": int(node_ids[rows[k]]),
-               "dst": int(node_ids[g.indices[k]]), "type": EDGE_TYPES[int(g.types[k])],
-               "weight": float(g.weights[k])}
+    for k in edges:
+        yield {"kind": "edge", "src": int(src[k]), "dst": int(dst[k]),
+               "type": EDGE_TYPES[int(g.types[k])], "weight": float(g.weights[k])}
 
 
-def write_export(store: Store, out: IO[bytes]) -> dict:
+def write_export(store: Store, out: IO[bytes], skip: frozenset[int] = frozenset()) -> dict:
     """Write the export to a binary stream; returns the header's counts."""
     counts = {}
-    for line in export_lines(store):
+    for line in export_lines(store, skip=skip):
         counts = counts or line["counts"]
         out.write(orjson.dumps(line) + b"\n")
     return counts
