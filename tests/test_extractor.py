@@ -88,6 +88,14 @@ def test_noun_phrases_stop_before_adverbs_and_verbs():
     assert "dance classes" in c  # a plural head noun stays: the next word is a verb
 
 
+def test_a_preposition_after_an_article_starts_a_compound_and_place_adverbs_end_one():
+    c = cands("Caroline: Next year I want to climb a via ferrata.",
+              "Melanie: I started a job at the LGBTQ center downtown. The after party was great.")
+    assert "via ferrata" in c and "ferrata" not in c
+    assert "after party" in c
+    assert "LGBTQ center" in c and not any("downtown" in x for x in c)
+
+
 def test_candidates_occur_verbatim_and_respect_the_limit():
     rows = [json.loads(line) for line in (ROOT / "fixtures" / "demo.ndjson").open()]
     text = window_text([f"{r['speaker']}: {r['text']}" for r in rows])

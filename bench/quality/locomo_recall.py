@@ -252,10 +252,14 @@ def attribution_report(recs: list[dict], tau: float) -> dict:
         return refusal_rates(recs, lambda r: refused(r, tau_of(r)),
                              lambda r: r["ungated"]["r@10"], "recall@10_1_4")
 
-    def fit(rs) -> float:
+    def fit(rs, conformal: bool = False) -> float:
+        """The tau with the largest rejection at <= 5% false refusals on `rs`; `conformal`:
+        counting one more refusal among one more question ((k + 1) / (n + 1) <= 5%), the
+        split-conformal bound for a question the threshold has not seen."""
         best = (np.inf, -1.0)
         for t in sorted({margin(r) for r in rs if np.isfinite(margin(r))} | {tau}):
-            frr = np.mean([refused(r, t) for r in rs if r["cat"] != 5])
+            ref = [refused(r, t) for r in rs if r["cat"] != 5]
+            frr = (sum(ref) + 1) / (len(ref) + 1) if conformal else np.mean(ref)
             rej = np.mean([refused(r, t) for r in rs if r["cat"] == 5])
             if frr <= 0.05 and rej >= best[1]:  # ties: the larger tau (fewer refused)
                 best = (t, rej)
@@ -264,6 +268,7 @@ def attribution_report(recs: list[dict], tau: float) -> dict:
     best = fit(recs)
     convs = sorted({r["conv"] for r in recs})
     loco = {cv: fit([r for r in recs if r["conv"] != cv]) for cv in convs}
+    conf = {cv: fit([r for r in recs if r["conv"] != cv], True) for cv in convs}
     return {
         "rule": "reject iff margin > tau (another speaker's best statement matches better)",
         # a question the activation threshold refused never reaches the check
@@ -278,6 +283,8 @@ def attribution_report(recs: list[dict], tau: float) -> dict:
         "calibrated_in_sample": {"tau": round(best, 4), **at(lambda r: best)},
         "calibrated_loco": {"taus": {cv: round(t, 4) for cv, t in loco.items()},
                             **at(lambda r: loco[r["conv"]])},
+        "calibrated_loco_conformal": {"taus": {cv: round(t, 4) for cv, t in conf.items()},
+                                      **at(lambda r: conf[r["conv"]])},
     }
 
 

@@ -59,9 +59,12 @@ def targets_section(r: dict, noise: dict | None) -> list[str]:
                  round(best["rejection_rate_cat5"] - 50, 2)])
     if "attribution" in g:
         c, lo = g["attribution"]["configured"], g["attribution"]["calibrated_loco"]
+        cf = g["attribution"].get("calibrated_loco_conformal")
         rows.append(["  the default gate (with the attribution check)",
                      f"{c['rejected_cat5']}% at {c['false_refusal_1_4']}%; leave-one-"
-                     f"conversation-out {lo['rejected_cat5']}% at {lo['false_refusal_1_4']}%",
+                     f"conversation-out {lo['rejected_cat5']}% at {lo['false_refusal_1_4']}%"
+                     + (f" (conformal {cf['rejected_cat5']}% at {cf['false_refusal_1_4']}%)"
+                        if cf else ""),
                      round(c["rejected_cat5"] - 50, 2)])
     v = g.get("verify")
     if v and v.get("calibrated_loco"):
@@ -159,8 +162,13 @@ def attribution_section(a: dict) -> list[str]:
           f"{c['false_refusal_1_4']}% of 1-4, recall@10 over 1-4 {c['recall@10_1_4']}. "
           f"In-sample best tau {a['calibrated_in_sample']['tau']}; leave-one-conversation-out "
           f"(taus {', '.join(f'{k} {v}' for k, v in lo['taus'].items())}): "
-          f"{lo['rejected_cat5']}% refused of category 5, {lo['false_refusal_1_4']}% of 1-4.",
-          ""]
+          f"{lo['rejected_cat5']}% refused of category 5, {lo['false_refusal_1_4']}% of 1-4."]
+    cf = a.get("calibrated_loco_conformal")
+    if cf:  # (k + 1) / (n + 1) <= 5% on the training conversations
+        L[-1] += (f" With the split-conformal count on the training conversations (taus "
+                  f"{', '.join(f'{k} {v}' for k, v in cf['taus'].items())}): "
+                  f"{cf['rejected_cat5']}% and {cf['false_refusal_1_4']}%.")
+    L += [""]
     L += table(["tau", "cat-5 refused %", "1-4 refused %", "recall@10 over 1-4"],
                [[x["tau"], x["rejected_cat5"], x["false_refusal_1_4"], x["recall@10_1_4"]]
                 for x in a["curve"]])

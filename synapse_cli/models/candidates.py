@@ -150,7 +150,8 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
             if _YEAR.match(tok) or _CLOCK.match(tok):
                 dates.append(tok)
             elif low in _DET or (low in _GERUND_CUE and i + 1 < len(toks)):
-                phrase = _noun_phrase(toks, i + 1, body, gerund_only=low not in _DET)
+                phrase = _noun_phrase(toks, i + 1, body, gerund_only=low not in _DET,
+                                      after_det=low in _ARTICLES)
                 if phrase:
                     nouns.append(phrase)
             elif _activity(toks, i, body):
@@ -198,6 +199,13 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
     return out[:limit]
 
 
+# A preposition right after an article starts a compound ("a via ferrata", "the in crowd").
+_ARTICLES = frozenset({"a", "an", "the"})
+_PREP_IN_COMPOUND = frozenset({"via", "after", "in", "off", "on", "up", "over", "under", "out"})
+# Adverbs of place that end a noun phrase without being part of it ("the center downtown").
+_PLACE_ADVERB = frozenset({"downtown", "uptown", "nearby", "abroad", "overseas", "upstairs",
+                           "downstairs", "outside", "inside", "offshore"})
+
 USE_POS = True
 POS_ADJ = True
 
@@ -228,7 +236,8 @@ def _tagged_nouns(body: str) -> list[str]:
     run: list[tuple[str, str]] = []
 
     def flush():
-        while run and (run[-1][0].casefold() in _GENERIC or run[-1][1] not in postag.NOUN_TAGS):
+        while run and (run[-1][0].casefold() in _GENERIC | _PLACE_ADVERB
+                       or run[-1][1] not in postag.NOUN_TAGS):
             run.pop()
         while run and run[0][0].casefold() in _GENERIC:
             run.pop(0)
@@ -315,10 +324,13 @@ def _content(tok: str) -> bool:
         and low not in _DET
 
 
-def _noun_phrase(toks, i: int, body: str, gerund_only: bool = False) -> str | None:
+def _noun_phrase(toks, i: int, body: str, gerund_only: bool = False,
+                 after_det: bool = False) -> str | None:
     """The noun phrase starting at token i ("a [rescue dog]", "went [camping]"): up to 3
     content words on one phrase (no punctuation between), leading evaluative adjectives and
-    adverbs dropped, ending on a word that can be a noun."""
+    adverbs dropped, ending on a word that can be a noun. `after_det`: token i follows an
+    article, where a preposition can only be the first word of a compound ("a [via
+    ferrata]", "an [after party]")."""
     words: list[int] = []
     j = i
     while j < len(toks) and len(words) < 3:
@@ -330,6 +342,11 @@ def _noun_phrase(toks, i: int, body: str, gerund_only: bool = False) -> str | No
             if j > i:
                 break
             return None  # a proper name: the capitalised-run rule owns it
+        if after_det and j == i and low in _PREP_IN_COMPOUND and j + 1 < len(toks) \
+                and body[toks[j][2]:toks[j + 1][1]] == " " and _content(toks[j + 1][0]):
+            words.append(j)
+            j += 1
+            continue
         if low in _STOP or low in _DAYS or low in _MONTHS or not t.replace("-", "").isalpha() \
                 or len(t) < 3 or t.endswith(("'s", "’s", "'re", "'ll", "'ve", "'m")):
             break
@@ -364,8 +381,8 @@ def _noun_phrase(toks, i: int, body: str, gerund_only: bool = False) -> str | No
                                                             "able", "ible"))
                      and len(words) > 1):
         words.pop()
-    while len(words) > 1 and toks[words[-1]][0].casefold() in _GENERIC:
-        words.pop()  # "dance fam" -> "dance"
+    while len(words) > 1 and toks[words[-1]][0].casefold() in _GENERIC | _PLACE_ADVERB:
+        words.pop()  # "dance fam" -> "dance", "the LGBTQ center downtown" -> "LGBTQ center"
     if not words or all(toks[w][0].casefold() in _GENERIC for w in words):
         return None
     last = toks[words[-1]][0].casefold()
