@@ -43,6 +43,13 @@ CASES = {
     "text-not-string": (b'{"text": {"$gt": ""}}\n', [], "must be a string"),
     "huge-tags": (b'{"text": "a", "tags": [' + b",".join([b'"t"'] * 1000) + b"]}\n", [],
                   "tags"),
+    "long-tag": (b'{"text": "a", "tags": ["' + b"t" * 1001 + b'"]}\n', [], "tag is longer"),
+    # a meta the payload log could not hold (16 MiB an entry): refused before a batch is written
+    "huge-meta": (b'{"text": "ok"}\n' * 300 + b'{"text": "a", "meta": {"b": "' + b"b" * 17_000_000
+                  + b'"}}\n', [], "`meta` is larger"),
+    # a time that list and recall could not print (year 10000 in UTC)
+    "year-10000": (b'{"text": "a", "timestamp": "9999-12-31T23:00:00-05:00"}\n', [], "9999"),
+    "epoch-ms-too-late": (b'{"text": "a", "timestamp": 253402300800000}\n', [], "9999"),
 }
 
 
@@ -334,6 +341,8 @@ def test_a_bad_lock_timeout_is_a_config_error_from_the_variable_and_usage_from_t
     (["recall"], b'{"query": "note", "k": 3}\n', 65, "unknown field(s) k"),
     (["recall"], b"caf\xff\n", 65, "UTF-8"),
     (["recall", "note", "--tag", ""], None, 2, "empty tag"),
+    (["recall", "note", "--tag", "speaker:"], None, 2, "no name after the colon"),
+    (["list", "--tag", "Session: "], None, 2, "no name after the colon"),
     (["prune", "--decayed", "nan", "--dry-run"], None, 2, "--decayed"),
     (["prune", "--decayed", "-1", "--dry-run"], None, 2, "--decayed"),
     (["prune", "--query", "x", "--min-similarity", "5", "--dry-run"], None, 2, "--min-similarity"),
@@ -348,6 +357,20 @@ def test_values_that_would_be_ignored_or_altered_are_refused(tmp_path, args, std
     r = subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode(), r.stderr.decode())
     assert needle in assert_clean_failure(r, code)[0]
     assert (store / "MANIFEST").read_bytes() == before
+
+
+def test_a_new_store_is_made_only_in_a_new_or_empty_directory(tmp_path):
+    """`--store .` or SYNAPSE_HOME=$HOME must not make a user's directory a store."""
+    mine = tmp_path / "project"
+    mine.mkdir(mode=0o755)
+    (mine / "notes.tmp").write_text("mine")  # a store would delete stray *.tmp files
+    r = ingest(mine, b'{"text": "a"}\n')
+    assert "not empty" in assert_clean_failure(r, 66)[0]
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.tmp"]
+    assert mine.stat().st_mode & 0o777 == 0o755
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert ingest(empty, b'{"text": "a"}\n').returncode == 0
 
 
 def test_the_store_path_and_the_config_file_must_be_what_they_claim(tmp_path):
@@ -435,3 +458,24 @@ def test_input_details_a_shell_user_meets(tmp_path):
     assert run_cli(["prune", "--id", "1", "--yes"], store).returncode == 0
     r = run_cli(["mark", "1", "--pin"], store)
     assert "in the trash" in assert_clean_failure(r, 65)[0]
+
+
+def test_a_stored_time_past_9999_is_listed_and_shown_not_a_crash(tmp_path):
+    """Ingest now refuses such a time; a store written before that may still hold one."""
+    from synapse_cli.commands.render import _when
+    from synapse_cli.engine.ingest import IngestConfig
+    from synapse_cli.engine.ingest import ingest as engine_ingest
+    from synapse_cli.engine.inputs import MAX_TIMESTAMP_MS, Item
+    from synapse_cli.engine.store import StoreWriter
+    from synapse_cli.models.fake import FakeEmbedder
+
+    store = tmp_path / "s"
+    late = MAX_TIMESTAMP_MS + 3_600_000
+    with StoreWriter.open(store, create=True) as w:
+        engine_ingest(w, [Item(text="from the far future", where="t", timestamp_ms=late)],
+                      FakeEmbedder(), IngestConfig())
+    r = run_cli(["list"], store)
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout)
+    assert row["timestamp_ms"] == late and row["time"] is None
+    assert _when(late) == f"{late} ms" and _when(0) == "1970-01-01 00:00"

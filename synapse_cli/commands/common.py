@@ -83,9 +83,15 @@ def lock_timeout() -> float:
 
 
 def check_tags(tags) -> None:
-    """An empty --tag would match nothing or everything, silently: refuse it."""
-    if any(not t.strip() for t in tags):
-        raise UserError("--tag: empty tag", code=USAGE)
+    """An empty --tag, or an empty name in a speaker:/session:/source: tag (a script's unset
+    $NAME), would match nothing or everything, silently: refuse it."""
+    from store_format.tags import normalize_tag
+
+    for t in tags:
+        if not t.strip():
+            raise UserError("--tag: empty tag", code=USAGE)
+        if normalize_tag(t) in ("speaker:", "session:", "source:"):
+            raise UserError(f"--tag {t!r}: no name after the colon", code=USAGE)
 
 
 def confirm_destructive(what: str, yes: bool) -> None:
@@ -93,7 +99,7 @@ def confirm_destructive(what: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise UserError(f"{what} is destructive and stdin is not a terminal", code=USAGE,
+        raise UserError(f"{what}: destructive, and stdin is not a terminal to ask", code=USAGE,
                         hint="pass --yes to confirm, or --dry-run to see what would change")
     if not typer.confirm(f"{what}. Continue?", default=False, err=True):
         raise typer.Exit(1)

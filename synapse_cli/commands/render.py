@@ -2,8 +2,7 @@
 --json, and is built elsewhere): a progress bar while ingesting, a summary, a readable list."""
 from __future__ import annotations
 
-import datetime as dt
-
+from ..engine.inputs import utc_datetime
 from . import output
 
 EMBED_SLICE = 64  # texts per progress step: small enough to move, large enough to batch well
@@ -104,7 +103,8 @@ class IngestTally:
 def _when(ms) -> str:
     if not isinstance(ms, (int, float)):
         return ""
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    t = utc_datetime(int(ms))
+    return t.strftime("%Y-%m-%d %H:%M") if t is not None else f"{ms} ms"
 
 
 def _why_rejected(result: dict) -> str:

@@ -28,6 +28,11 @@ FIELDS = {"text", "timestamp", "speaker", "session", "source", "importance", "va
 # write and show the record: orjson's encoder stops at 254 levels and the payload's stdlib
 # JSON at Python's recursion limit (~990), which deeper input used to reach.
 MAX_META_DEPTH = 32
+# Bytes of `meta` as JSON: with the text and tags a record's body stays far below the payload
+# log's 16 MiB per entry (store_format/payload.py), so no line that passed the input check can
+# fail when its batch is written.
+MAX_META_BYTES = 1_000_000
+MAX_TAG = 1000  # characters per tag, as for speaker, session and source
 
 
 class InputError(ValueError):
@@ -63,13 +68,27 @@ def normalize_text(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).casefold().split())
 
 
+# The last millisecond a datetime can show (9999-12-31T23:59:59.999Z): a later time could be
+# stored but not printed, by list or recall, in ISO 8601.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
+
+def utc_datetime(ms: int) -> dt.datetime | None:
+    """The UTC datetime of epoch ms, None when it is outside 1970 .. 9999 (a store written by
+    an older synapse may hold one)."""
+    if not 0 <= ms <= MAX_TIMESTAMP_MS:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+
 def parse_timestamp(value, where: str) -> int:
-    """ISO 8601 (naive means UTC) or epoch milliseconds -> epoch ms."""
+    """ISO 8601 (naive means UTC) or epoch milliseconds -> epoch ms, 1970 .. 9999."""
     if isinstance(value, bool):
         raise InputError(where, "timestamp must be ISO 8601 text or epoch milliseconds")
     if isinstance(value, (int, float)):
-        if not math.isfinite(value) or not 0 <= value < 2**53:
-            raise InputError(where, f"timestamp {value!r} is not a valid epoch-ms value")
+        if not math.isfinite(value) or not 0 <= value <= MAX_TIMESTAMP_MS:
+            raise InputError(where, f"timestamp {value!r} is not a valid epoch-ms value "
+                                    "(1970 .. 9999)")
         if 0 < value < 100_000_000_000:  # before 1973 in ms, but 1973-5138 in seconds
             raise InputError(where, f"timestamp {value!r} looks like epoch seconds; epoch "
                                     f"milliseconds ({int(value) * 1000}) or ISO 8601 expected")
@@ -83,8 +102,8 @@ def parse_timestamp(value, where: str) -> int:
         if t.tzinfo is None:
             t = t.replace(tzinfo=dt.timezone.utc)
         ms = int(t.timestamp() * 1000)
-        if not 0 <= ms < 2**53:
-            raise InputError(where, f"timestamp {value!r} is before 1970")
+        if not 0 <= ms <= MAX_TIMESTAMP_MS:
+            raise InputError(where, f"timestamp {value!r} is outside 1970 .. 9999 (UTC)")
         return ms
     raise InputError(where, "timestamp must be ISO 8601 text or epoch milliseconds")
 
@@ -156,6 +175,8 @@ def _check_tag(tag: str, where: str) -> None:
     norm = normalize_tag(tag)
     if not norm:
         raise InputError(where, "`tags` holds an empty tag")
+    if len(tag) > MAX_TAG:
+        raise InputError(where, f"a tag is longer than {MAX_TAG} characters")
     if norm.startswith(RESERVED_TAG_PREFIXES):
         raise InputError(where, f"tag {tag!r} is reserved: ingest sets the speaker:, session: "
                                 "and source: tags from the `speaker`, `session` and `source` "
@@ -191,6 +212,8 @@ def item_from_object(obj, where: str) -> Item:
     if nesting_depth(meta) > MAX_META_DEPTH:
         raise InputError(where, f"`meta` nests objects or arrays more than {MAX_META_DEPTH} "
                                 "levels deep")
+    if meta and len(orjson.dumps(meta)) > MAX_META_BYTES:
+        raise InputError(where, f"`meta` is larger than {MAX_META_BYTES:,} bytes as JSON")
     ts = obj.get("timestamp")
     return Item(
         text=text, where=where,

@@ -7,7 +7,6 @@ record ingested between two pages neither repeats nor shifts one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import numpy as np
 
@@ -15,7 +14,7 @@ from store_format import flags as fl
 from store_format import graph_files as gf
 
 from .filters import tag_mask
-from .inputs import RESERVED_TAG_PREFIXES
+from .inputs import RESERVED_TAG_PREFIXES, utc_datetime
 from .store import Store
 
 TYPE_NAMES = {t.name.lower(): int(t) for t in fl.MemoryType}
@@ -41,9 +40,9 @@ def _columns(store: Store) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return store.ids, ts, flags
 
 
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds") \
-        .replace("+00:00", "Z")
+def _iso(ms: int) -> str | None:
+    t = utc_datetime(ms)
+    return None if t is None else t.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _episodes_linked(store: Store, node_ids: list[int], semantic: set[int]) -> dict[int, int]:

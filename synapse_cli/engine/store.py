@@ -205,10 +205,12 @@ class StoreWriter(Store):
             if not create:
                 raise StoreNotFound("no store here", str(path))
             path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        if not create and not os.path.lexists(path / mf.MANIFEST_NAME):
+        if not os.path.lexists(path / mf.MANIFEST_NAME):
             # Checked before the lock too, so that pointing a writer at some other directory
             # does not leave a LOCK file behind in it.
-            raise StoreNotFound("no MANIFEST: not a synapse store", str(path))
+            if not create:
+                raise StoreNotFound("no MANIFEST: not a synapse store", str(path))
+            _check_empty(path)
         mf.check_owner(path)  # before LOCK is created or anything is recovered in it
         lock = WriterLock(path, lock_timeout).acquire()
         try:
@@ -544,6 +546,25 @@ def read_retrying(path, fn):
         finally:
             store.close()
     raise AssertionError("unreachable")
+
+
+def _check_empty(path: Path) -> None:
+    """A new store is made only in a new or empty directory (or one holding what an
+    interrupted creation left): `--store .` or SYNAPSE_HOME=$HOME must not turn a directory
+    of the user's into a store, change its mode, or have its *.tmp files removed."""
+    from store_format.lock import LOCK_NAME
+
+    try:
+        names = sorted(e.name for e in os.scandir(path))
+    except OSError as exc:
+        raise StoreIOError(exc.strerror or str(exc), str(path)) from None
+    foreign = [n for n in names if n != LOCK_NAME and not mf.is_data_file(n)
+               and not n.startswith(mf.MANIFEST_NAME)]
+    if foreign:
+        raise NotAStoreDirectory(
+            f"not a synapse store, and not empty (it holds {foreign[0]!r}"
+            f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); a new store is "
+            "made only in a new or empty directory", str(path))
 
 
 def _initialise(path: Path, dim: int, embedder: str, header_version: int) -> None:
