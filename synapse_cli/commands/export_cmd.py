@@ -36,9 +36,9 @@ def export(
 
     Example: synapse export --out memory.jsonl
     """
-    from .. import api
-
     from store_format.errors import CorruptStore
+
+    from .. import api
 
     try:
         counts = api.export(out if out not in (None, "-") else None, store_path(),

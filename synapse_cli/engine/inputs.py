@@ -212,7 +212,11 @@ def item_from_object(obj, where: str) -> Item:
     if nesting_depth(meta) > MAX_META_DEPTH:
         raise InputError(where, f"`meta` nests objects or arrays more than {MAX_META_DEPTH} "
                                 "levels deep")
-    if meta and len(orjson.dumps(meta)) > MAX_META_BYTES:
+    try:
+        meta_bytes = len(orjson.dumps(meta)) if meta else 0
+    except orjson.JSONEncodeError as exc:  # from the Python API: a key that is not a string...
+        raise InputError(where, f"`meta` is not JSON ({exc})") from None
+    if meta_bytes > MAX_META_BYTES:
         raise InputError(where, f"`meta` is larger than {MAX_META_BYTES:,} bytes as JSON")
     ts = obj.get("timestamp")
     return Item(
