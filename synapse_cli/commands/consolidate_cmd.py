@@ -44,7 +44,10 @@ def consolidate(
     Each window is committed on its own, so the command can be killed at any moment and run
     again: finished windows are not redone and nothing is duplicated. Silent on success when
     not on a terminal; --json prints a summary object. Exit 75 when another writer holds the
-    lock (--lock-timeout) or --max-seconds left work undone.
+    lock (--lock-timeout) or --max-seconds left work undone. In the summary, `edges` counts
+    edges written (an edge written again with a new weight counts again) and `edges_removed`
+    those dropped to keep each node within its in-edge budget; `synapse inspect` counts the
+    edges the graph holds.
 
     Example: synapse consolidate --max-seconds 300
     """
