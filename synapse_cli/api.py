@@ -98,9 +98,10 @@ def ingest(items: Iterable, store=None, **kwargs) -> list[dict]:
     `{"id", "status", "where", "utility"}` per item (status stored, duplicate or gated)."""
     from .engine.inputs import item_from_object
 
-    if isinstance(items, (str, bytes, dict)):  # iterating one would store its characters/keys
-        raise TypeError("items must be a list of strings or dicts, not a single "
-                        + ("dict" if isinstance(items, dict) else "string"))
+    if isinstance(items, (str, bytes, dict)) or not isinstance(items, Iterable):
+        # iterating a string or a dict would store its characters or keys
+        raise InputError("items", "expected a list of strings or dicts, not "
+                                  + type(items).__name__)
     # a plain string is {"text": ...}: the same checks as the CLI's input (empty, NUL, length)
     parsed = [item_from_object({"text": obj} if isinstance(obj, str) else obj, f"item {n}")
               for n, obj in enumerate(items, 1)]
@@ -190,6 +191,9 @@ def recall_with(recaller: Recaller, query: str, *, touch: bool = True, now_ms: i
     keyword arguments as `Recaller.recall` takes them (engine/recall/service.py recall_config)."""
     if not isinstance(query, str) or not query.strip():
         raise InputError("query", "empty query")
+    from .engine.arguments import epoch_ms
+
+    now_ms = epoch_ms(now_ms, "now_ms")
     from .engine.inputs import _text
 
     _text(query, "query", "query")  # no lone surrogate, no NUL
@@ -225,15 +229,22 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     `restore` brings them back); `compact` empties the trash, `purge` also deletes every other
     copy. Pinned records are never pruned, unresolved ones only by id. Returns what
     `synapse prune --json` prints; with `dry_run` nothing changes."""
+    from .engine import arguments as a
     from .engine.maintenance import prune as pr
     from .engine.store import Store, StoreWriter
 
-    if query is not None and not query.strip():  # as `synapse prune --query ""`
+    if query is not None and (not isinstance(query, str) or not query.strip()):
         raise InputError("query", "empty query: give the text whose matches to prune")
-    policy = pr.PrunePolicy(decayed_below=decayed_below, at_ms=at_ms, dormant=dormant,
-                            low_utility_below=low_utility_below, before_ms=before_ms,
-                            ids=tuple(int(i) for i in ids), tags=tuple(tags), query=query,
-                            min_similarity=min_similarity, match=match)
+    policy = pr.PrunePolicy(
+        decayed_below=a.real(decayed_below, "decayed_below", 0.0),
+        at_ms=a.epoch_ms(at_ms, "at_ms"), dormant=a.flag(dormant, "dormant"),
+        low_utility_below=a.real(low_utility_below, "low_utility_below", 0.0),
+        before_ms=a.epoch_ms(before_ms, "before_ms"), ids=tuple(a.record_ids(ids)),
+        tags=a.strings(tags, "tags"), query=query,
+        min_similarity=a.real(min_similarity, "min_similarity", -1.0, 1.0),
+        match=a.choice(match, "match", ("any", "all")))
+    for name, value in (("dry_run", dry_run), ("compact", compact), ("purge", purge)):
+        a.flag(value, name)
     path = resolve_store(store)
     opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
     with opened as w:
@@ -246,10 +257,11 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
 
 def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:
     """Take records out of the trash: `{"restored", "not_in_trash", "not_found"}`."""
+    from .engine.arguments import record_ids
     from .engine.maintenance import prune as pr
     from .engine.store import StoreWriter
 
-    ids = [int(i) for i in ids]
+    ids = record_ids(ids)
     with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
         _require_records(w, ids)
         return pr.restore(w, ids)
@@ -259,10 +271,13 @@ def mark(ids: Iterable[int], store=None, *, pin: bool | None = None, resolve: bo
          restore_dormant: bool = False, lock_timeout: float = 30.0) -> list[dict]:
     """Pin/unpin (pinned records never decay and are never pruned), resolve/unresolve, bring
     dormant nodes back; returns each record's flags, as `synapse mark --json`."""
+    from .engine import arguments as a
     from .engine.maintenance import prune as pr
     from .engine.store import StoreWriter
 
-    ids = [int(i) for i in ids]
+    ids = a.record_ids(ids)
+    pin, resolve = a.flag(pin, "pin", optional=True), a.flag(resolve, "resolve", optional=True)
+    a.flag(restore_dormant, "restore_dormant")
     with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
         _require_records(w, ids)
         try:
@@ -285,9 +300,13 @@ def inspect_record(record_id: int, store=None) -> dict:
     from .engine.maintenance.inspect import record
     from .engine.store import read_retrying
 
+    from .engine.arguments import record_id as checked
+
+    record_id = checked(record_id, "record_id")
+
     def build(s):
         _require_records(s, [record_id])
-        return record(s, int(record_id))
+        return record(s, record_id)
     return read_retrying(resolve_store(store), build)
 
 
@@ -321,13 +340,18 @@ def nodes(name: str = "", store=None, *, limit: int = 20) -> list[dict]:
     from .engine.maintenance.nodes import find
     from .engine.store import read_retrying
 
+    if not isinstance(name, str):
+        raise ConfigError(f"name={name!r}: expected a string", usage=True)
     return read_retrying(resolve_store(store), lambda s: find(s, name, limit))
 
 
 def node(node_id: int, store=None) -> dict:
     """One semantic node with its relations, linked nodes and the episodes it came from."""
+    from .engine.arguments import record_id
     from .engine.maintenance.nodes import node as build
     from .engine.store import read_retrying
+
+    node_id = record_id(node_id, "node_id")
 
     def one(s):
         _require_records(s, [node_id])

@@ -6,7 +6,8 @@ is implemented twice. A long-lived server differs from the CLI in three ways, al
 - one open Recaller serves every recall and is reopened when another process committed (a CLI
   ingest, the cron consolidate), so each call sees the store as it is now;
 - the writer lock is taken inside a write call and released before it returns, and a write
-  waits at most `mcp.write_wait` seconds for another writer: the cron job is never starved.
+  waits at most `mcp.write_wait` seconds for another writer: the cron job is never starved;
+  a cancelled `consolidate` (or one whose client went away) stops after its current window.
 A user error is a tool error carrying the CLI's one-line message and hint; the server lives on.
 Logs go to stderr only: on stdio, stdout is the protocol.
 """
@@ -16,10 +17,12 @@ import functools
 import hmac
 import inspect
 import logging
+import math
 import threading
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from pydantic import ConfigDict
 from typing_extensions import Required, TypedDict
 
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -42,37 +45,59 @@ Mode = Literal["synapse", "vector", "bm25", "hybrid", "ecphory", "synaptic"]
 
 
 class MemoryIn(TypedDict, total=False):
-    """One memory, as one line of `synapse ingest` input."""
+    """One memory, as one line of `synapse ingest` input: every field of that schema, and an
+    unknown one is an error (a typo must not vanish, as on the command line)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[misc]
 
     text: Required[str]
     speaker: str
     session: str
+    source: str
     timestamp: str | int
     tags: list[str]
     meta: dict[str, Any]
     type: MemoryType
     importance: float
+    valence: float
+    arousal: float
     pinned: bool
+    resolved: bool
+    dia_id: str
 
 
 def _errors(failure: type[Exception]):
     """Run a tool (or resource); any error becomes `failure` (the SDK's ToolError or
     ResourceError, which the client gets as isError with this text): the CLI's one line and
     hint for a user error, a pointer to stderr (where the traceback goes) for a bug."""
+    def sort(fn, exc: Exception):
+        if isinstance(exc, failure):
+            return exc
+        if isinstance(exc, Stopped):
+            return failure(str(exc))
+        if code_for(exc) != INTERNAL:  # a user error: InputError, ConfigError, ...
+            hint = hint_for(exc)
+            return failure(str(exc) + (f" (hint: {hint})" if hint else ""))
+        log.exception("internal error in %s", fn.__name__)
+        return failure("internal error (a bug in synapse); the server's stderr has the "
+                       "traceback")
+
     def wrap(fn):
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def acall(*args, **kwargs):
+                try:
+                    return await fn(*args, **kwargs)
+                except Exception as exc:  # noqa: BLE001 - the one place errors are sorted
+                    raise sort(fn, exc) from None
+            return acall
+
         @functools.wraps(fn)
         def call(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
-            except failure:
-                raise
             except Exception as exc:  # noqa: BLE001 - the one place a tool's errors are sorted
-                if code_for(exc) != INTERNAL:  # a user error: InputError, ConfigError, ...
-                    hint = hint_for(exc)
-                    raise failure(str(exc) + (f" (hint: {hint})" if hint else "")) from None
-                log.exception("internal error in %s", fn.__name__)
-                raise failure("internal error (a bug in synapse); the server's stderr has the "
-                              "traceback") from None
+                raise sort(fn, exc) from None
         return call
     return wrap
 
@@ -98,6 +123,7 @@ class Memory:
         self._models = threading.Lock()       # one load of each model
         self._reading = threading.Lock()      # recalls share one Recaller
         self._consolidating = threading.Lock()
+        self.stopping = threading.Event()     # set on shutdown: a consolidation stops
 
     def settings(self):
         """Read at each call: a changed config file or variable applies without a restart."""
@@ -119,7 +145,7 @@ class Memory:
         with self._reading:
             try:
                 if self._recaller is None:
-                    self._recaller = Recaller(self.path, embedder=embedder)
+                    self._recaller = Recaller(self.path, embedder=embedder, follow=False)
                 else:
                     self._recaller.refresh()  # what other processes committed since
             except StoreNotFound:  # nothing remembered yet: no record of anything
@@ -127,14 +153,22 @@ class Memory:
                         "note": "the store is empty: nothing has been remembered yet"}
             return api.recall_with(self._recaller, query, touch=touch, **kwargs)
 
-    def consolidate(self, max_seconds: float) -> dict:
+    def consolidate(self, max_seconds: float, stop: threading.Event) -> dict:
+        """Consolidate for at most `max_seconds`; when `stop` is set (the call was cancelled or
+        the client went away) or the server closes, stop after the window being extracted
+        (each window commits on its own: nothing is lost) and release the writer lock."""
         from store_format import manifest
+
+        def progress(done: int, total: int) -> None:
+            if stop.is_set() or self.stopping.is_set():
+                raise Stopped(f"consolidate stopped after {done} of {total} windows: the call "
+                              "was cancelled")
 
         manifest.read_manifest(self.path, check_files=False)  # StoreNotFound before the model
         with self._consolidating:
             if self._extractor is None:
                 self._extractor = api.load_extractor(self.path)
-            return api.run_consolidate(self.path, max_seconds=max_seconds,
+            return api.run_consolidate(self.path, max_seconds=max_seconds, progress=progress,
                                        extractor=self._extractor, embedder=self.embedder(),
                                        lock_timeout=self.write_wait()).as_dict()
 
@@ -142,8 +176,13 @@ class Memory:
         return self.settings()["mcp.write_wait"]
 
     def close(self) -> None:
+        self.stopping.set()
         if self._recaller is not None:
             self._recaller.close()
+
+
+class Stopped(Exception):
+    """A consolidation stopped between windows because its call was cancelled."""
 
 
 def build(path: Path):
@@ -273,15 +312,22 @@ def build(path: Path):
 
     @tool(writes)
     @_errors(ToolError)
-    def consolidate(max_seconds: Optional[float] = None) -> dict:
+    async def consolidate(max_seconds: Optional[float] = None) -> dict:
         """Run the local model over memories not yet consolidated, building the memory graph
         that recall spreads through. Stops after `max_seconds` (default: the
         `mcp.consolidate_seconds` setting, 10); `left_windows` says what is left for the next
         call. Usually a nightly cron job does this; call it when the user asks."""
+        import anyio
+
         budget = mem.settings()["mcp.consolidate_seconds"] if max_seconds is None else max_seconds
-        if not budget > 0:
-            raise api.InputError("max_seconds", "expected a number of seconds > 0")
-        return mem.consolidate(budget)
+        if not (budget > 0 and math.isfinite(budget)):
+            raise api.InputError("max_seconds", "expected a finite number of seconds > 0")
+        stop = threading.Event()
+        try:  # the model runs in a worker thread; a cancelled call tells it to stop
+            return await anyio.to_thread.run_sync(mem.consolidate, budget, stop,
+                                                  abandon_on_cancel=True)
+        finally:
+            stop.set()
 
     @server.resource("synapse://status", mime_type="application/json",
                      description="The store summary (as `synapse inspect --json`).")

@@ -410,8 +410,8 @@ def test_the_python_api_checks_items_as_the_cli_does(tmp_path):
     for items in (["   "], ["a" * 200_000], ["nul\x00byte"], [""], ["\ud800 x"]):
         with pytest.raises(api.InputError):
             api.ingest(items, store=store)
-    for single in ("just a string", {"text": "one dict"}):  # not a list of characters or keys
-        with pytest.raises(TypeError):
+    for single in ("just a string", {"text": "one dict"}, None, 5):  # not characters or keys
+        with pytest.raises(api.InputError):
             api.ingest(single, store=store)
     assert not (store / "MANIFEST").exists()
     assert api.ingest(["a fine note"], store=store)[0]["status"] == "stored"
@@ -479,3 +479,35 @@ def test_a_stored_time_past_9999_is_listed_and_shown_not_a_crash(tmp_path):
     row = json.loads(r.stdout)
     assert row["timestamp_ms"] == late and row["time"] is None
     assert _when(late) == f"{late} ms" and _when(0) == "1970-01-01 00:00"
+
+
+def test_the_python_api_refuses_wrong_arguments_instead_of_guessing(tmp_path):
+    """A mistyped argument must not widen what prune selects (match="ALL" once meant "any"),
+    pin a record (pin="no"), or reach a numpy or pathlib TypeError."""
+    from synapse_cli import api
+
+    store = tmp_path / "store"
+    api.ingest([{"text": f"note {i}", "speaker": "ana"} for i in range(5)], store=store)
+    bad = [lambda: api.prune(store, tags=["speaker:ana"], decayed_below=5, match="ALL"),
+           lambda: api.prune(store, ids=[1.9]),
+           lambda: api.prune(store, ids=3),
+           lambda: api.prune(store, tags="speaker:ana"),
+           lambda: api.prune(store, decayed_below="0.01"),
+           lambda: api.prune(store, before_ms="2026-01-01"),
+           lambda: api.mark([1], store=store, pin="no"),
+           lambda: api.restore(["1"], store=store),
+           lambda: api.inspect_record(None, store=store),
+           lambda: api.node("x", store=store),
+           lambda: api.nodes(None, store=store),
+           lambda: api.recall("note", store=store, since_ms="2026-01-01"),
+           lambda: api.recall("note", store=store, since_ms=-5),
+           lambda: api.recall("note", store=store, now_ms="x"),
+           lambda: api.recall("note", store=5)]
+    for call in bad:
+        with pytest.raises(api.ConfigError):
+            call()
+    with Store.open(store) as s:
+        assert not any(fl.is_tombstone(s.segments[0].headers["flags"]))
+        assert not any(fl.decode_flags(int(f))["pinned"] for f in s.segments[0].headers["flags"])
+    assert api.prune(store, tags=["speaker:ana"], match="all", dry_run=True)["selected"] == [
+        1, 2, 3, 4, 5]  # the same call, spelled right

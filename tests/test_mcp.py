@@ -337,3 +337,86 @@ def test_stdio_sigterm_leaves_a_verified_store(tmp_path):
     assert json.loads(verify.stdout)["ok"] is True
     assert json.loads(subprocess.run([SYNAPSE, "inspect", "--json"], env=env_for(store),
                                      capture_output=True).stdout)["records"]["total"] == 3
+
+
+def test_remember_takes_the_whole_input_schema_and_refuses_unknown_fields(tmp_path):
+    store = tmp_path / "s"
+
+    async def go():
+        async with stdio(store) as c:
+            ok = data(await c.call_tool("remember", {"memories": [
+                {"text": "renew the passport before June", "resolved": False, "valence": -0.5,
+                 "source": "todo.md", "dia_id": "t1", "arousal": 0.7}]}))
+            bad = [await c.call_tool("remember", {"memories": [{"text": "a", "colour": "red"}]}),
+                   await c.call_tool("remember", {"memories": [{"text": "a",
+                                                               "importance": True}]}),
+                   await c.call_tool("consolidate", {"max_seconds": "inf"})]
+            return ok, bad
+    ok, bad = run(go)
+    rid = ok["results"][0]["id"]
+    rec = json.loads(subprocess.run([SYNAPSE, "inspect", "record", str(rid)], env=env_for(store),
+                                    capture_output=True, text=True, check=True).stdout)
+    assert rec["header"]["flags_decoded"]["resolved"] is False  # an open task stays open
+    assert rec["header"]["valence"] < 0 and rec["payload"]["source"] == "todo.md"
+    messages = [error(b) for b in bad]
+    assert "colour" in messages[0] and "importance" in messages[1]
+    assert "finite" in messages[2]
+    assert not any("Traceback" in m for m in messages)
+
+
+def _rpc(proc, msg: dict) -> None:
+    proc.stdin.write((json.dumps(msg) + "\n").encode())
+    proc.stdin.flush()
+
+
+def _reply(proc, rid: int, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read().decode()[-2000:]
+        msg = json.loads(line)
+        if msg.get("id") == rid:
+            return msg
+    raise AssertionError(f"no reply to request {rid}")
+
+
+def test_a_cancelled_consolidate_frees_the_store_and_stdin_eof_ends_the_server(tmp_path):
+    """The model runs in a worker thread: a cancelled call (or a client gone) stops it after
+    the window being extracted, so the next write does not find the server's own lock."""
+    store = tmp_path / "s"
+    data_dir = Path(__file__).parents[1] / "bench" / "quality" / "agent_use"
+    for name in ("caregiving", "dev_assistant"):
+        subprocess.run([SYNAPSE, "ingest", str(data_dir / f"{name}.ndjson")], env=env_for(store),
+                       check=True, capture_output=True)
+    proc = subprocess.Popen([SYNAPSE, "mcp"], env=env_for(store), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        _reply(proc, 1)
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "consolidate", "arguments": {"max_seconds": 3600}}})
+        time.sleep(8)  # the model loaded, windows being extracted
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 2}})
+        _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "remember", "arguments": {"memories": [{"text": "after the cancel"}]}}})
+        result = _reply(proc, 3)["result"]
+        assert not result.get("isError"), result
+        _rpc(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "consolidate", "arguments": {"max_seconds": 3600}}})
+        time.sleep(3)
+        t0 = time.monotonic()
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        assert time.monotonic() - t0 < 30  # not the rest of the 1000-turn consolidation
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = json.loads(subprocess.run([SYNAPSE, "inspect", "--json"], env=env_for(store),
+                                     capture_output=True, text=True, check=True).stdout)
+    assert left["records"]["by_flag"]["consolidated"] < left["records"]["by_type"]["episodic"]
+    assert subprocess.run([SYNAPSE, "inspect", "verify"], env=env_for(store),
+                          capture_output=True).returncode == 0

@@ -75,6 +75,9 @@ def check_filters(cfg) -> None:
         raise ConfigError(f"tag {bare[0]!r} has no name after the colon", usage=True)
     if isinstance(cfg.types, str) or any(t not in TYPE_BITS for t in cfg.types):
         raise ConfigError(f"types must be a list of {', '.join(TYPE_BITS)}", usage=True)
+    from .arguments import epoch_ms
+
+    epoch_ms(cfg.since_ms, "since_ms"), epoch_ms(cfg.until_ms, "until_ms")
     if cfg.since_ms is not None and cfg.until_ms is not None and cfg.since_ms > cfg.until_ms:
         raise ConfigError("the time window ends before it starts (since is later than until)",
                           usage=True,

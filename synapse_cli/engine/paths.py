@@ -22,6 +22,8 @@ def default_store() -> Path:
 def resolve_store(flag: str | os.PathLike | None) -> Path:
     if flag is None:
         return default_store()
+    if not isinstance(flag, (str, os.PathLike)):
+        raise ConfigError(f"store={flag!r}: expected a path", usage=True)
     if not str(flag).strip():
         raise ConfigError("--store: empty path", usage=True,
                           hint="leave --store out to use $SYNAPSE_HOME or the default store")

@@ -56,11 +56,17 @@ def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) 
 
 
 class Recaller:
-    """`Recaller(store)`: `store` as `--store` (None: $SYNAPSE_HOME, else the default)."""
+    """`Recaller(store)`: `store` as `--store` (None: $SYNAPSE_HOME, else the default).
 
-    def __init__(self, path=None, embedder=None):
+    Each `recall` first moves to the store as committed now (`refresh`: one read of the
+    manifest when nothing changed), so a long-lived Recaller sees what other processes
+    ingested since; `follow=False` keeps the snapshot taken at open (benchmarks)."""
+
+    def __init__(self, path=None, embedder=None, follow: bool = True):
         self.path = resolve_store(path)
         self.store = Store.open(self.path)
+        self.follow = follow
+        self._closed = False
         self._embedder = embedder
         self._arrays = None
         self.touch_error: str | None = None  # the OS's reason, when a touch failed (any query)
@@ -85,7 +91,11 @@ class Recaller:
                touch: bool = True, now_ms: int | None = None, check=None, **options) -> dict:
         """What `synapse recall --json` prints for `query`. `cfg` and `options`: see
         `recall_config` (`r.recall(q, k=3)`, `r.recall(q, api.settings(k=3))`)."""
+        if self._closed:
+            raise ValueError("this Recaller is closed")
         cfg = recall_config(cfg, **options)
+        if self.follow:
+            self.refresh()
         vec = embed = None
         for attempt in range(READ_RETRIES + 1):
             try:
@@ -173,6 +183,7 @@ class Recaller:
         return True
 
     def close(self) -> None:
+        self._closed = True
         self.store.close()
 
     def __enter__(self):

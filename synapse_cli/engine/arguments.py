@@ -1,0 +1,72 @@
+"""Checks of the Python API's arguments (the CLI's flags are typed by typer): a wrong type or
+value is a `ConfigError` naming the argument, never coerced (`ids=[1.9]` is not record 1,
+`match="ALL"` is not "any", `pin="no"` does not pin) and never a TypeError from deep inside."""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable
+
+from .config import ConfigError
+from .inputs import MAX_TIMESTAMP_MS
+
+
+def _bad(name: str, value, expected: str) -> ConfigError:
+    return ConfigError(f"{name}={value!r}: expected {expected}", usage=True)
+
+
+def record_id(value, name: str = "id") -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise _bad(name, value, "a record id (an integer >= 1)")
+    return int(value)
+
+
+def record_ids(value, name: str = "ids") -> list[int]:
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise _bad(name, value, "a list of record ids")
+    return [record_id(v, name) for v in value]
+
+
+def strings(value, name: str) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise _bad(name, value, "a list of strings")
+    out = tuple(value)
+    if not all(isinstance(v, str) for v in out):
+        raise _bad(name, value, "a list of strings")
+    return out
+
+
+def flag(value, name: str, optional: bool = False) -> bool | None:
+    if (value is None and optional) or isinstance(value, bool):
+        return value
+    raise _bad(name, value, "True or False" + (" or None" if optional else ""))
+
+
+def real(value, name: str, lo: float | None = None, hi: float | None = None) -> float | None:
+    """None, or a finite number within [lo, hi]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value) or (lo is not None and value < lo) \
+            or (hi is not None and value > hi):
+        what = "a finite number" + (f" >= {lo}" if lo is not None else "") \
+            + (f" <= {hi}" if hi is not None else "")
+        raise _bad(name, value, what)
+    return float(value)
+
+
+def epoch_ms(value, name: str) -> int | None:
+    """None, or a time as integer epoch milliseconds (1970 .. 9999)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+            or not 0 <= value <= MAX_TIMESTAMP_MS:
+        raise _bad(name, value, "epoch milliseconds, an integer >= 0 (a date as text: "
+                                "inputs.parse_timestamp)")
+    return int(value)
+
+
+def choice(value, name: str, options: tuple[str, ...]) -> str:
+    if value not in options:
+        raise _bad(name, value, " or ".join(repr(o) for o in options))
+    return value
