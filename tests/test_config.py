@@ -186,3 +186,16 @@ def test_closed_stdout_is_not_an_error(args):
     finally:
         os.close(write)
     assert (r.returncode, r.stderr) == (0, ""), args
+
+
+def test_a_misspelled_variable_is_named_and_other_programs_variables_are_not(tmp_path):
+    assert cf.env_typos({"SYNAPSE_ALPAH": "0.9", "SYNAPSE_MCP_WRITE_WAIT": "1",
+                         "SYNAPSE_SERVER_NAME": "matrix.example", "SYNAPSE_ALPHA": "1"}) == [
+        ("SYNAPSE_ALPAH", "SYNAPSE_ALPHA"), ("SYNAPSE_MCP_WRITE_WAIT", "SYNAPSE_WRITE_WAIT")]
+    r = run_cli(["config", "--json"], tmp_path / "s", env={"SYNAPSE_LAMBDA_SPEEKER": "0"})
+    assert r.returncode == 0
+    assert "$SYNAPSE_LAMBDA_SPEEKER is not a synapse variable" in r.stderr
+    assert "$SYNAPSE_LAMBDA_SPEAKER" in r.stderr
+    quiet = run_cli(["-q", "config", "--json"], tmp_path / "s",
+                    env={"SYNAPSE_LAMBDA_SPEEKER": "0"})
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -53,6 +53,11 @@ def main(
         common.seconds(lock_timeout, "--lock-timeout", usage=True)
     output.Out.quiet = quiet
     output.Out.json = False  # a command's --json sets it (common.JSON_OPTION)
+    from ..engine.config import env_typos
+
+    for name, known in env_typos():
+        output.warn(f"synapse: ${name} is not a synapse variable (ignored); did you mean "
+                    f"${known}?")
 
 
 def _register() -> None:

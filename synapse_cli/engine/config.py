@@ -351,6 +351,29 @@ def _suggest(key: str) -> str:
     return f"did you mean {keys[close[0]]}?" if close else "`synapse config` lists every setting"
 
 
+# Variables synapse reads besides the settings' own (paths, the lock wait, benchmark switches).
+OTHER_ENV = frozenset({"SYNAPSE_HOME", "SYNAPSE_LOCK_TIMEOUT", "SYNAPSE_EMBED_WEIGHTS",
+                       "SYNAPSE_EXTRACT_MODEL", "SYNAPSE_EXTRACT_SALIENCE", "SYNAPSE_EXTRACT_SKIP",
+                       "SYNAPSE_LLAMA_EXTRA_BUFTS", "SYNAPSE_REQUIRE_DATA",
+                       "SYNAPSE_TEST_MPNET_DIR"})
+
+
+def env_typos(environ: dict | None = None) -> list[tuple[str, str]]:
+    """(variable, the known one it is probably a misspelling of) for each SYNAPSE_* variable
+    that synapse does not read but that is close to one it does ("SYNAPSE_ALPAH"): ignored
+    silently, a typo would look like a setting that has no effect. A name close to none is
+    left alone (other programs called synapse use the prefix too)."""
+    environ = os.environ if environ is None else environ
+    known = {s.env for s in SETTINGS} | OTHER_ENV
+    out = []
+    for name in sorted(environ):
+        if name.startswith("SYNAPSE_") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+            if close:
+                out.append((name, close[0]))
+    return out
+
+
 def read_file(path: Path) -> dict:
     """{name: value} from the config file ({} when there is none), checked against SETTINGS."""
     if not path.exists():
