@@ -339,7 +339,7 @@ def build(path: Path):
                      description="One record: header fields, text and metadata, edges.")
     @_errors(ResourceError)
     def record_resource(record_id: str) -> str:
-        if not record_id.isdigit():
+        if not (record_id.isascii() and record_id.isdigit()):  # not "१" (Devanagari 1)
             raise ResourceError(f"record id {record_id!r}: expected a number")
         return _json(api.inspect_record(int(record_id), path))
 

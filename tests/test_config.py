@@ -199,3 +199,8 @@ def test_a_misspelled_variable_is_named_and_other_programs_variables_are_not(tmp
     quiet = run_cli(["-q", "config", "--json"], tmp_path / "s",
                     env={"SYNAPSE_LAMBDA_SPEEKER": "0"})
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_config_prints_one_thing(tmp_path):
+    for args in (["--template", "--path"], ["--template", "--json"], ["--path", "--json"]):
+        assert "give one" in assert_clean_failure(run_cli(["config", *args], tmp_path), 2)[0]

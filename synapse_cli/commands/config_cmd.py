@@ -5,6 +5,7 @@ import typer
 
 from . import output
 from .common import QUIET_OPTION
+from .exits import USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -32,6 +33,9 @@ def config(
     from ..engine import config as cf
     from ..engine.paths import config_file
 
+    if sum((path, template, json)) > 1:
+        raise UserError("--path, --template and --json each print something else: give one",
+                        code=USAGE)
     if path:
         output.text(f"{config_file()}\n")
         return
