@@ -45,7 +45,10 @@ def rule_type(name: str, text: str) -> str | None:
     common = re.search(rf"\b{re.escape(name.casefold())}\b", text) is not None  # "Yoga's ... yoga"
     if name[:1].isupper() and not common:
         m = re.search(rf"(\w+)\s+(?:the\s+)?{re.escape(name)}\b", text)
-        if m and m.group(1).casefold() in _PLACE_CUE:
+        # "at the LGBTQ center": the cue's place is the center; the name only modifies it
+        kind = re.search(rf"\b{re.escape(name)}\s+(\w+)", text)
+        modifier = kind is not None and kind.group(1) in _HEAD_TYPE
+        if m and m.group(1).casefold() in _PLACE_CUE and not modifier:
             return "place"
         if _HEAD_TYPE.get(head) or name.isupper():
             return _HEAD_TYPE.get(head)

@@ -43,7 +43,7 @@ from .type_prototypes import PrototypeTyper
 from .words import _NOT_NOUN, _SPEAKER, _STOP
 
 # the extraction cache key: bump when the prompt, grammar, candidates or post-processing change
-PROMPT_VERSION = "x7"
+PROMPT_VERSION = "x8"
 CANDIDATE_POOL = 8  # candidates the salience filter chooses from (MAX_CANDIDATES without it)
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEAKER_REL = "talks about"
