@@ -496,9 +496,28 @@ def check_entries(store_dir: str | os.PathLike) -> None:
         raise StoreIOError(exc.strerror or str(exc), str(store_dir)) from None
 
 
-def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
+def _derived_files(m: Manifest) -> list[tuple[str, int]]:
+    """(file, committed length) of what is derived from the records or logs beside them: the
+    graph, the BM25 index, the ingest index, the spike log, the dormancy state."""
+    out = [(m.graph.log, EDGE_LOG_HEADER + EDGE_ENTRY_SIZE * m.graph.log_entries)]
+    if m.graph.csr is not None:
+        out.append((m.graph.csr, 0))  # its length is checked when it is read (section 7.1)
+    if m.bm25 is not None:  # a length of 0 means not written yet: the file may be absent
+        out += [(m.bm25[f], m.bm25[n]) for f, n in (("log", "log_bytes"), ("vocab", "vocab_bytes"))
+                if m.bm25[n] > 0]
+    if m.ingest is not None:
+        out.append((m.ingest["file"], 16 + 40 * m.ingest["entries"]))
+    if m.spikes is not None:
+        out.append((m.spikes["file"], 16 + 24 * m.spikes["entries"]))
+    if m.dormancy is not None:
+        out.append((m.dormancy["file"], 16 + 20 * m.dormancy["entries"]))
+    return out
+
+
+def check_store_files(store_dir: str | os.PathLike, m: Manifest, derived: bool = True) -> None:
     """Refuse symlinks and other users' files in the store, and named files that are missing
-    or shorter than committed."""
+    or shorter than committed. `derived=False` checks only the records' own files (segments,
+    payload): what a rescue export needs when an index, the graph or a log is lost."""
     store = Path(store_dir)
     check_entries(store)
 
@@ -510,19 +529,8 @@ def check_store_files(store_dir: str | os.PathLike, m: Manifest) -> None:
         versions = {m.header_version} | ({m.migration["to"]} if s.file in migrating else set())
         needed.append((s.file, SEGMENT_FILE_HEADER + s.records * min(stride[v] for v in versions)))
     needed.append((m.payload.file, m.payload.bytes))
-    needed.append((m.graph.log, EDGE_LOG_HEADER + EDGE_ENTRY_SIZE * m.graph.log_entries))
-    if m.graph.csr is not None:
-        needed.append((m.graph.csr, 0))  # its length is checked when it is read (section 7.1)
-    if m.bm25 is not None:  # a length of 0 means not written yet: the file may be absent
-        needed += [(m.bm25[f], m.bm25[n]) for f, n in (("log", "log_bytes"), ("vocab", "vocab_bytes"))
-                   if m.bm25[n] > 0]
-
-    if m.ingest is not None:
-        needed.append((m.ingest["file"], 16 + 40 * m.ingest["entries"]))
-    if m.spikes is not None:
-        needed.append((m.spikes["file"], 16 + 24 * m.spikes["entries"]))
-    if m.dormancy is not None:
-        needed.append((m.dormancy["file"], 16 + 20 * m.dormancy["entries"]))
+    if derived:
+        needed += _derived_files(m)
     for name, committed in needed:
         p = store / name
         try:

@@ -399,21 +399,24 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
     under that name; started again if a concurrent writer changed what was being read).
     Returns the header's counts. A damaged record raises CorruptStore, unless `skip_damaged`:
     then it is left out, with the edges that touch it, and named in the counts' `skipped`
-    ([{"id", "problem"}]), so that `import` can rebuild a healthy store from the rest."""
+    ([{"id", "problem"}]); a lost or damaged graph, spike log or dormancy file is left out and
+    named in `lost` ([{"what", "problem"}]), the indexes are not needed: `import` rebuilds a
+    healthy store from the rest."""
     from .engine.portable import damaged_records, write_export
     from .engine.store import Store, read_retrying
 
     def write(s, f):
-        damaged = damaged_records(s) if skip_damaged else []
-        counts = write_export(s, f, frozenset(rid for rid, _ in damaged))
-        if skip_damaged:
-            counts = {**counts, "skipped": [{"id": rid, "problem": p} for rid, p in damaged]}
-        return counts
+        if not skip_damaged:
+            return write_export(s, f)
+        damaged, lost = damaged_records(s), []
+        counts = write_export(s, f, frozenset(rid for rid, _ in damaged), lost)
+        return {**counts, "skipped": [{"id": rid, "problem": p} for rid, p in damaged],
+                "lost": [{"what": w, "problem": p} for w, p in lost]}
 
     if out is None or hasattr(out, "write"):
         import sys
 
-        with Store.open(resolve_store(store)) as s:
+        with Store.open(resolve_store(store), derived=not skip_damaged) as s:
             return write(s, out if out is not None else sys.stdout.buffer)
     path = Path(out)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -425,7 +428,7 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
             os.fsync(f.fileno())
         return counts
     try:
-        counts = read_retrying(resolve_store(store), attempt)
+        counts = read_retrying(resolve_store(store), attempt, derived=not skip_damaged)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -373,3 +373,26 @@ def test_damaged_record_is_named_and_skip_damaged_rescues_the_rest(built, tmp_pa
     r = run_cli(["import", tmp_path / "x.jsonl"], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr
     assert api.verify(tmp_path / "b")["ok"]
+
+
+def test_skip_damaged_needs_only_the_records_files(built, tmp_path):
+    """A lost index is rebuilt by import; a lost edge log leaves the edges out, named."""
+    store = tmp_path / "s"
+    shutil.copytree(built[0], store)
+    with Store.open(store) as s:
+        m = s.manifest
+    for name in (m.bm25["log"], m.graph.log, m.ingest["file"]):
+        (store / name).unlink()
+    assert_clean_failure(run_cli(["export", "--out", tmp_path / "x.jsonl"], store), 65)
+    r = run_cli(["export", "--skip-damaged", "--json", "--out", tmp_path / "x.jsonl"], store)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["lost"] == ["edges"] and summary["skipped"] == []
+    assert summary["records"] == json.loads(Path(built[1]).read_text().splitlines()[0])[
+        "counts"]["records"]
+    assert "left out the edges" in r.stderr
+    want = [x for x in body_lines(built[1]) if x["kind"] == "record"]
+    assert body_lines(tmp_path / "x.jsonl") == want
+    r = run_cli(["import", tmp_path / "x.jsonl"], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert api.verify(tmp_path / "b")["ok"]

@@ -373,6 +373,27 @@ def test_a_new_store_is_made_only_in_a_new_or_empty_directory(tmp_path):
     assert ingest(empty, b'{"text": "a"}\n').returncode == 0
 
 
+def test_a_store_that_lost_its_manifest_is_not_created_over(tmp_path):
+    store = tmp_path / "s"
+    assert ingest(store, b'{"text": "a"}\n{"text": "b"}\n').returncode == 0
+    (store / "MANIFEST").unlink()
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
+    r = ingest(store, b'{"text": "after the loss"}\n')
+    lines = assert_clean_failure(r, 65)
+    assert "no MANIFEST, but the data files of a store are here" in lines[0]
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before
+    # what an interrupted creation leaves (the lock, empty logs) is not a store's data
+    fresh = tmp_path / "f"
+    assert ingest(fresh, b'{"text": "a"}\n').returncode == 0
+    for p in fresh.iterdir():
+        if p.name not in ("LOCK", "payload.log", "edges.log"):
+            p.unlink()
+    for name in ("payload.log", "edges.log"):  # back to their empty headers
+        with open(fresh / name, "r+b") as f:
+            f.truncate(16)
+    assert ingest(fresh, b'{"text": "a"}\n').returncode == 0
+
+
 def test_the_store_path_and_the_config_file_must_be_what_they_claim(tmp_path):
     a_file = tmp_path / "a-file"
     a_file.write_text("x")

@@ -32,7 +32,8 @@ def export(
     import` embeds again with the new store's model (docs/FORMAT.md 17).
 
     A damaged store (`synapse inspect verify` exits 1) is exported with --skip-damaged:
-    every record that passes its checks, and the ids of those that did not.
+    every record that passes its checks, and the ids of those that did not; a lost index is
+    not needed, a lost graph, spike log or dormancy file is left out and named.
 
     Example: synapse export --out memory.jsonl
     """
@@ -49,9 +50,12 @@ def export(
     skipped = counts.pop("skipped", [])
     for s in skipped:
         output.warn(f"skipped damaged record {s['id']}: {s['problem']}")
+    lost = counts.pop("lost", [])
+    for x in lost:
+        output.warn(f"left out the {x['what']}: {x['problem']}")
     if out not in (None, "-"):
-        summary = {"out": out, **counts, **({"skipped": [s["id"] for s in skipped]}
-                                            if skip_damaged else {})}
+        rescue = {"skipped": [s["id"] for s in skipped], "lost": [x["what"] for x in lost]}
+        summary = {"out": out, **counts, **(rescue if skip_damaged else {})}
         if json:
             output.emit(summary)
         else:

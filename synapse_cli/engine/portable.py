@@ -19,7 +19,7 @@ import orjson
 from store_format import flags as fl
 from store_format import ingest_index as ix
 from store_format import spikes as sp
-from store_format.errors import CorruptStore
+from store_format.errors import CorruptStore, StoreError
 from store_format.headers import array_to_headers
 
 from .consolidate.dormancy import DormancyState
@@ -51,8 +51,9 @@ def _spike_trains(store: Store) -> dict[int, list]:
     return out
 
 
-def _dormancy(store: Store) -> tuple[dict, dict[int, dict]]:
-    state = DormancyState.load(store)
+def _dormancy(store: Store | None) -> tuple[dict, dict[int, dict]]:
+    """The dormancy header and per-node state (None: those of a store that has none)."""
+    state = DormancyState.load(store) if store is not None else DormancyState()
     per_node = {int(r): {"low_windows": int(lo), "recall_seen": int(se), "archived": bool(a)}
                 for r, lo, se, a in zip(state.ids, state.low, state.seen, state.archived)}
     return {"windows": state.windows, "last_window": state.last_window}, per_node
@@ -100,17 +101,37 @@ def damaged_records(store: Store) -> list[tuple[int, str]]:
     return out
 
 
-def export_lines(store: Store, now_ms: int | None = None,
-                 skip: frozenset[int] = frozenset()) -> Iterator[dict]:
+def _derived(read, default, what: str, lost: list | None):
+    """`read()`; in a rescue (`lost` is a list) a damaged or missing file gives `default` and
+    (what, problem) in `lost` instead of stopping the export."""
+    if lost is None:
+        return read()
+    try:
+        return read()
+    except StoreError as exc:
+        lost.append((what, str(exc)))
+        return default
+
+
+def export_lines(store: Store, now_ms: int | None = None, skip: frozenset[int] = frozenset(),
+                 lost: list | None = None) -> Iterator[dict]:
     """The export of a committed snapshot, line by line (header, records in id order, edges).
-    `skip`: record ids left out (damaged_records), with every edge that touches one."""
+    `skip`: record ids left out (damaged_records), with every edge that touches one. `lost`: a
+    rescue: the graph, spike trains or dormancy state that cannot be read are left out and
+    named there, the records are exported all the same."""
     m = store.manifest
-    g = store.graph()
-    spikes = _spike_trains(store)
-    dorm_header, dorm = _dormancy(store)
-    node_ids = np.asarray(g.node_ids)
-    src = np.repeat(node_ids, np.diff(np.asarray(g.indptr, np.int64)))
-    dst = node_ids[np.asarray(g.indices, np.int64)]
+    g = _derived(store.graph, None, "edges", lost)
+    spikes = _derived(lambda: _spike_trains(store), {}, "spike trains", lost)
+    dorm_header, dorm = _derived(lambda: _dormancy(store), _dormancy(None), "dormancy state",
+                                 lost)
+    if g is None:
+        src = dst = np.zeros(0, np.uint64)
+        types = weights = np.zeros(0)
+    else:
+        node_ids = np.asarray(g.node_ids)
+        src = np.repeat(node_ids, np.diff(np.asarray(g.indptr, np.int64)))
+        dst = node_ids[np.asarray(g.indices, np.int64)]
+        types, weights = g.types, g.weights
     dropped = np.asarray(sorted(skip), np.uint64)
     edges = np.flatnonzero(~(np.isin(src, dropped) | np.isin(dst, dropped)))
     n_nodes = 0
@@ -137,13 +158,14 @@ def export_lines(store: Store, now_ms: int | None = None,
                 yield record_line(rid, h, body, spikes.get(rid), dorm.get(rid))
     for k in edges:
         yield {"kind": "edge", "src": int(src[k]), "dst": int(dst[k]),
-               "type": EDGE_TYPES[int(g.types[k])], "weight": float(g.weights[k])}
+               "type": EDGE_TYPES[int(types[k])], "weight": float(weights[k])}
 
 
-def write_export(store: Store, out: IO[bytes], skip: frozenset[int] = frozenset()) -> dict:
+def write_export(store: Store, out: IO[bytes], skip: frozenset[int] = frozenset(),
+                 lost: list | None = None) -> dict:
     """Write the export to a binary stream; returns the header's counts."""
     counts = {}
-    for line in export_lines(store, skip=skip):
+    for line in export_lines(store, skip=skip, lost=lost):
         counts = counts or line["counts"]
         out.write(orjson.dumps(line) + b"\n")
     return counts

@@ -48,15 +48,16 @@ class Store:
         self._graph: gf.CSRGraph | None = None
 
     @classmethod
-    def open(cls, path: os.PathLike | str) -> "Store":
+    def open(cls, path: os.PathLike | str, derived: bool = True) -> "Store":
         """Map what the manifest commits. A compaction or migration that commits between our
         reading the manifest and opening its files deletes files it named (FORMAT.md 14.2):
-        then the manifest is read again and the open retried (up to READ_RETRIES times)."""
+        then the manifest is read again and the open retried (up to READ_RETRIES times).
+        `derived=False`: only the records' files must be whole (`export --skip-damaged`)."""
         path = Path(path)
         for attempt in range(READ_RETRIES + 1):
             m = mf.read_manifest(path, check_files=False)
             try:
-                mf.check_store_files(path, m)
+                mf.check_store_files(path, m, derived)
                 return cls(path, m)
             except (CorruptStore, StoreIOError) as exc:
                 if attempt == READ_RETRIES or not worth_retrying(path, m, exc):
@@ -533,11 +534,11 @@ def worth_retrying(path, m: mf.Manifest, exc: StoreError) -> bool:
     return False
 
 
-def read_retrying(path, fn):
+def read_retrying(path, fn, derived: bool = True):
     """`fn(store)` on a fresh read-only snapshot, started again (up to READ_RETRIES times) when
-    a concurrent writer explains the error (see `worth_retrying`)."""
+    a concurrent writer explains the error (see `worth_retrying`); `derived` as in Store.open."""
     for attempt in range(READ_RETRIES + 1):
-        store = Store.open(path)
+        store = Store.open(path, derived)
         try:
             return fn(store)
         except (CorruptStore, StoreIOError) as exc:
@@ -549,22 +550,33 @@ def read_retrying(path, fn):
 
 
 def _check_empty(path: Path) -> None:
-    """A new store is made only in a new or empty directory (or one holding what an
-    interrupted creation left): `--store .` or SYNAPSE_HOME=$HOME must not turn a directory
-    of the user's into a store, change its mode, or have its *.tmp files removed."""
+    """A new store is made only in a new or empty directory, or one holding what an interrupted
+    creation leaves (the LOCK, a MANIFEST.tmp, the empty payload and edge logs): `--store .` or
+    SYNAPSE_HOME=$HOME must not turn a directory of the user's into a store, change its mode or
+    have its *.tmp files removed, and a store whose MANIFEST was lost must not be created over
+    (its records are still in its files)."""
     from store_format.lock import LOCK_NAME
 
     try:
-        names = sorted(e.name for e in os.scandir(path))
+        entries = sorted((e.name, e.stat(follow_symlinks=False).st_size)
+                         for e in os.scandir(path))
     except OSError as exc:
         raise StoreIOError(exc.strerror or str(exc), str(path)) from None
-    foreign = [n for n in names if n != LOCK_NAME and not mf.is_data_file(n)
-               and not n.startswith(mf.MANIFEST_NAME)]
-    if foreign:
+    empty_logs = {(mf.PAYLOAD_NAME, mf.PAYLOAD_FILE_HEADER), (mf.EDGE_LOG_NAME,
+                                                              mf.EDGE_LOG_HEADER)}
+    left = [(n, size) for n, size in entries if n != LOCK_NAME
+            and not n.startswith(mf.MANIFEST_NAME) and (n, size) not in empty_logs]
+    if any(mf.is_data_file(n) for n, _ in left):
+        data = [n for n, _ in left if mf.is_data_file(n)]
+        err = CorruptStore(f"no MANIFEST, but the data files of a store are here ({data[0]}"
+                           f"{f' and {len(data) - 1} more' if len(data) > 1 else ''}): not "
+                           "creating a new store over them", str(path))
+        err.hint = "the MANIFEST names what they hold: restore it from a backup of the store"
+        raise err
+    if left:
         raise NotAStoreDirectory(
-            f"not a synapse store, and not empty (it holds {foreign[0]!r}"
-            f"{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}); a new store is "
-            "made only in a new or empty directory", str(path))
+            f"not a synapse store, and not empty (it holds {len(left)} file(s), {left[0][0]!r} "
+            "first); a new store is made only in a new or empty directory", str(path))
 
 
 def _initialise(path: Path, dim: int, embedder: str, header_version: int) -> None:
