@@ -229,3 +229,20 @@ def test_store_directory_0700_and_files_0600(tmp_path):
     for name in names:
         st = os.lstat(path / name)
         assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, name
+
+
+def test_recall_on_a_terminal_shows_each_memorys_id(tmp_path):
+    """A person reading the table can go on to `mark ID` or `prune --id ID`."""
+    store = tmp_path / "s"
+    r = subprocess.run([str(SYNAPSE), "ingest"], input='{"text": "the kiln is in the garage"}\n'
+                       '{"text": "standup is at 9:30"}\n', capture_output=True, text=True,
+                       env=cli_env(store, HF_HUB_OFFLINE="1"), timeout=120)
+    assert r.returncode == 0, r.stderr
+    rc, shown = _run_on_pty(["recall", "where is the kiln?", "--k", "1"],
+                            cli_env(store, HF_HUB_OFFLINE="1", NO_COLOR="1", COLUMNS="100"))
+    assert rc == 0, shown
+    shown = ANSI.sub("", shown)  # bold and dim stay with NO_COLOR
+    header = next(line for line in shown.splitlines() if "when (UTC)" in line)
+    assert header.split()[:2] == ["#", "id"]
+    row = next(line for line in shown.splitlines() if "kiln is in the garage" in line)
+    assert row.split()[:2] == ["1", "1"]

@@ -122,8 +122,8 @@ def _why_rejected(result: dict) -> str:
 
 
 def print_recall(result: dict, explain: bool) -> None:
-    """A numbered list (rank, when, who, memory; the path with --explain), or why there is
-    no answer."""
+    """A numbered list (rank, record id for mark / prune --id, when, who, memory; the path
+    with --explain), or why there is no answer."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -137,6 +137,7 @@ def print_recall(result: dict, explain: bool) -> None:
                   caption=f"mode {result.get('mode')}, confidence "
                           f"{result.get('confidence', 0):.2f}", caption_justify="left")
     table.add_column("#", justify="right", style="bold")
+    table.add_column("id", justify="right", style="dim")
     table.add_column("when (UTC)", no_wrap=True)
     table.add_column("who", no_wrap=True)
     table.add_column("memory", ratio=1)
@@ -147,7 +148,7 @@ def print_recall(result: dict, explain: bool) -> None:
         text = escape(r.get("text") or "")
         if r.get("type") not in (None, "episodic"):
             text = f"[dim]({r['type']})[/] {text}"
-        row = [str(rank), _when(r.get("timestamp")), escape(who), text]
+        row = [str(rank), str(r.get("id", "")), _when(r.get("timestamp")), escape(who), text]
         if explain:
             lines = [" > ".join(str(x) for x in r.get("path") or [])]
             lines += ["via " + " > ".join(str(x) for x in v) for v in r.get("via") or []]
