@@ -87,10 +87,12 @@ def check_tags(tags) -> None:
     $NAME), would match nothing or everything, silently: refuse it."""
     from store_format.tags import normalize_tag
 
+    from ..engine.inputs import RESERVED_TAG_PREFIXES
+
     for t in tags:
         if not t.strip():
             raise UserError("--tag: empty tag", code=USAGE)
-        if normalize_tag(t) in ("speaker:", "session:", "source:"):
+        if normalize_tag(t) in RESERVED_TAG_PREFIXES:
             raise UserError(f"--tag {t!r}: no name after the colon", code=USAGE)
 
 

@@ -70,7 +70,9 @@ def check_filters(cfg) -> None:
     if isinstance(cfg.tags, str) or not all(isinstance(t, str) and normalize_tag(t)
                                             for t in cfg.tags):
         raise ConfigError("tags must be a list of non-empty strings", usage=True)
-    bare = [t for t in cfg.tags if normalize_tag(t) in ("speaker:", "session:", "source:")]
+    from .inputs import RESERVED_TAG_PREFIXES
+
+    bare = [t for t in cfg.tags if normalize_tag(t) in RESERVED_TAG_PREFIXES]
     if bare:
         raise ConfigError(f"tag {bare[0]!r} has no name after the colon", usage=True)
     if isinstance(cfg.types, str) or any(t not in TYPE_BITS for t in cfg.types):
