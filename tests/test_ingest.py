@@ -106,6 +106,8 @@ def test_text_and_doc_formats(tmp_path):
             if o["status"] == "stored":
                 assert s.body(o["id"])["chunk"] == [a, b]
                 assert s.body(o["id"])["text"] == body[a:b]
+    hit = lines(run(store, "recall", "quick brown fox", "--k", "1"))[0]["results"][0]
+    assert hit["source"] == str(doc) and hit["chunk"] in [list(x) for x in spans]
 
 
 def test_malformed_line_rejects_whole_input(tmp_path):

@@ -176,7 +176,7 @@ def result_row(arrays: graphview.RecallArrays, pos: int, body: dict, score: floa
          "timestamp": int(arrays.timestamps[pos]),
          "type": fl.memory_type(int(arrays.flags[pos])).name.lower(),
          "speaker": body.get("speaker"), "session": body.get("session")}
-    for extra in ("source", "dia_id"):
+    for extra in ("source", "dia_id", "chunk"):  # chunk: [start, end) in a `--format doc` file
         if body.get(extra) is not None:
             r[extra] = body[extra]
     return r
