@@ -25,6 +25,7 @@ from .errors import (
     CorruptStore,
     InvalidRecord,
     NotAStoreDirectory,
+    StoreError,
     StoreIOError,
     StoreNotFound,
     Truncated,
@@ -516,11 +517,20 @@ def _derived_files(m: Manifest) -> list[tuple[str, int]]:
 
 def check_store_files(store_dir: str | os.PathLike, m: Manifest, derived: bool = True) -> None:
     """Refuse symlinks and other users' files in the store, and named files that are missing
-    or shorter than committed. `derived=False` checks only the records' own files (segments,
-    payload): what a rescue export needs when an index, the graph or a log is lost."""
-    store = Path(store_dir)
-    check_entries(store)
+    or shorter than committed (the first one). `derived=False` checks only the records' own
+    files (segments, payload): what a rescue export needs when an index, the graph or a log is
+    lost."""
+    check_entries(Path(store_dir))
+    problems = store_file_problems(store_dir, m, derived)
+    if problems:
+        raise problems[0]
 
+
+def store_file_problems(store_dir: str | os.PathLike, m: Manifest,
+                        derived: bool = True) -> list[StoreError]:
+    """The error of every named file that is missing, not a regular file or shorter than
+    committed, in manifest order (`inspect verify` lists them all)."""
+    store = Path(store_dir)
     stride = {v: HEADER_BYTES[v] + m.dim + RECORD_TRAILER for v in HEADER_BYTES}
     migrating = set(m.migration["files"]) if m.migration else set()
     needed: list[tuple[str, int]] = []
@@ -531,19 +541,23 @@ def check_store_files(store_dir: str | os.PathLike, m: Manifest, derived: bool =
     needed.append((m.payload.file, m.payload.bytes))
     if derived:
         needed += _derived_files(m)
+    problems: list[StoreError] = []
     for name, committed in needed:
         p = store / name
         try:
             st = os.lstat(p)
         except FileNotFoundError:
-            raise CorruptStore("named by MANIFEST but missing", str(p), 0) from None
+            problems.append(CorruptStore("named by MANIFEST but missing", str(p), 0))
+            continue
         except OSError as exc:
-            raise StoreIOError(exc.strerror or str(exc), str(p)) from None
+            problems.append(StoreIOError(exc.strerror or str(exc), str(p)))
+            continue
         if not stat.S_ISREG(st.st_mode):
-            raise UnsafeStore("named by MANIFEST but not a regular file", str(p))
-        if st.st_size < committed:
-            raise Truncated(f"file is {st.st_size} bytes, MANIFEST commits {committed}",
-                            str(p), st.st_size)
+            problems.append(UnsafeStore("named by MANIFEST but not a regular file", str(p)))
+        elif st.st_size < committed:
+            problems.append(Truncated(f"file is {st.st_size} bytes, MANIFEST commits "
+                                      f"{committed}", str(p), st.st_size))
+    return problems
 
 
 def write_manifest(store_dir: str | os.PathLike, m: Manifest) -> None:

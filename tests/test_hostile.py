@@ -532,3 +532,16 @@ def test_the_python_api_refuses_wrong_arguments_instead_of_guessing(tmp_path):
         assert not any(fl.decode_flags(int(f))["pinned"] for f in s.segments[0].headers["flags"])
     assert api.prune(store, tags=["speaker:ana"], match="all", dry_run=True)["selected"] == [
         1, 2, 3, 4, 5]  # the same call, spelled right
+
+
+def test_verify_names_every_missing_file_at_once(tmp_path):
+    store = tmp_path / "s"
+    assert ingest(store, b'{"text": "a", "session": "s"}\n{"text": "b", "session": "s"}\n'
+                  ).returncode == 0
+    for name in ("edges.log", "bm25.log"):
+        (store / name).unlink()
+    r = run_cli(["inspect", "verify"], store)
+    assert r.returncode == 1
+    report = json.loads(r.stdout)
+    assert sorted(p["file"] for p in report["problems"]) == ["bm25.log", "edges.log"]
+    assert all(p["message"] == "named by MANIFEST but missing" for p in report["problems"])

@@ -82,13 +82,20 @@ def _verify(store_dir) -> Report:
     store = Path(store_dir)
     report = Report(str(store))
     try:
-        m = mf.read_manifest(store)
+        m = mf.read_manifest(store, check_files=False)
+        mf.check_entries(store)
     except (StoreNotFound, UnsafeStore):
         raise  # not damage: no store here (exit 66), or one we refuse to touch (exit 77)
     except StoreError as exc:
         report.problems.append(_problem(exc, mf.MANIFEST_NAME))
         return report  # nothing else can be located without a manifest
     report.checked["manifest_generation"] = m.generation
+    missing = mf.store_file_problems(store, m)
+    if missing:  # every named file that is missing or short, not only the first
+        if any(isinstance(exc, UnsafeStore) for exc in missing):
+            raise next(exc for exc in missing if isinstance(exc, UnsafeStore))
+        report.problems += [_problem(exc, mf.MANIFEST_NAME) for exc in missing]
+        return report
 
     # One pass over the payload: every entry validated (verify_payload's walk), and the `md5`
     # each body keeps ("" for none) kept for the ingest index check. A record may have older
