@@ -1,7 +1,6 @@
 """`synapse prune`: forget memories by policy (to the trash), restore, compact, purge."""
 from __future__ import annotations
 
-import math
 from typing import List, Optional
 
 import typer
@@ -102,20 +101,15 @@ def prune(
     Example: synapse prune --before 2024-01-01 --tag session:old --dry-run
     Example: synapse prune --query "my bank password" --purge --yes
     """
+    from ..engine import arguments as a
     from ..engine.maintenance import prune as pr
     from ..engine.store import Store, StoreWriter
 
-    if match not in ("any", "all"):
-        raise UserError(f"--match {match!r}: expected any or all", code=USAGE)
+    a.choice(match, "--match", ("any", "all"))  # the checks api.prune makes (exit 2)
     if query is not None and not query.strip():
         raise UserError("--query is empty: give the text whose matches to prune", code=USAGE)
-    for flag, value, lo, hi in (("--decayed", decayed, 0.0, None),
-                                ("--low-utility", low_utility, 0.0, None),
-                                ("--min-similarity", min_similarity, -1.0, 1.0)):
-        if value is not None and not (math.isfinite(value) and value >= lo
-                                      and (hi is None or value <= hi)):
-            raise UserError(f"{flag} {value}: expected a number >= {lo:g}"
-                            + (f" and <= {hi:g}" if hi is not None else ""), code=USAGE)
+    a.real(decayed, "--decayed", 0.0), a.real(low_utility, "--low-utility", 0.0)
+    a.real(min_similarity, "--min-similarity", -1.0, 1.0)
     check_tags(tags)
     policy = pr.PrunePolicy(decayed_below=decayed, at_ms=parse_time_option(at, "--at"), dormant=dormant,
                             low_utility_below=low_utility, before_ms=parse_time_option(before, "--before"),

@@ -49,9 +49,10 @@ def real(value, name: str, lo: float | None = None, hi: float | None = None) -> 
     if isinstance(value, bool) or not isinstance(value, numbers.Real) \
             or not math.isfinite(value) or (lo is not None and value < lo) \
             or (hi is not None and value > hi):
-        what = "a finite number" + (f" >= {lo}" if lo is not None else "") \
-            + (f" <= {hi}" if hi is not None else "")
-        raise _bad(name, value, what)
+        bounds = (f" from {lo:g} to {hi:g}" if lo is not None and hi is not None
+                  else f" >= {lo:g}" if lo is not None else f" <= {hi:g}" if hi is not None
+                  else "")
+        raise _bad(name, value, "a finite number" + bounds)
     return float(value)
 
 
@@ -61,8 +62,8 @@ def epoch_ms(value, name: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
             or not 0 <= value <= MAX_TIMESTAMP_MS:
-        raise _bad(name, value, "epoch milliseconds, an integer >= 0 (a date as text: "
-                                "inputs.parse_timestamp)")
+        raise _bad(name, value, "epoch milliseconds, an integer from 0 to year 9999 "
+                                "(engine.inputs.parse_timestamp reads ISO 8601 text)")
     return int(value)
 
 
