@@ -296,19 +296,91 @@ def _add_bonus(sig: Signals, bonus: np.ndarray | None) -> bool:
     return True
 
 
+def _current_facts(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig, query: str,
+                   sig: Signals, kcfg: RecallConfig, top: np.ndarray, scores: np.ndarray):
+    """The current-facts terms of the default mode (currency.py), each added to `sig.bonus`
+    and followed by a new ranking: supersession and news together, then recency, then newest
+    first. Returns the final (top, scores)."""
+    from . import currency
+
+    older = currency.superseded_penalty(store, arrays, cfg, query, top)
+    news = currency.change_bonus(store, arrays, cfg, query, top, sig.sim)
+    if news is not None:  # both adjust the same ranking: applied together
+        older = news if older is None else older + news
+    if _add_bonus(sig, older):
+        top, scores = rank(sig, kcfg)
+    if _add_bonus(sig, currency.recency_bonus(arrays, cfg, query, top, scores)):
+        top, scores = rank(sig, kcfg)
+    if cfg.newest_first and _add_bonus(
+            sig, currency.version_order(store, arrays, cfg, query, top, scores)):
+        top, scores = rank(sig, kcfg)
+    return top, scores
+
+
+def _focus_speaker(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig, query: str,
+                   sig: Signals, kcfg: RecallConfig, top: np.ndarray, bodies: list[dict]):
+    """Speaker focus: when the query names one of the top memories' speakers, that speaker's
+    memories gain `lambda_speaker` and the ranking is redone. Returns (top, scores, bodies),
+    or None when the query names no speaker."""
+    from .attribution import named_speaker
+
+    name = named_speaker(query, {b.get("speaker") for b in bodies[: cfg.attribution_depth]}
+                         - {None})
+    if name is None:
+        return None
+    _add_bonus(sig, np.float64(cfg.lambda_speaker) * speaker_mask(store, arrays, name))
+    read = dict(zip(arrays.ids[top].tolist(), bodies))
+    top, scores = rank(sig, kcfg)
+    ids = arrays.ids[top].tolist()
+    missing = [i for i in ids if i not in read]  # the focus mostly reorders: read once
+    read.update(zip(missing, store.bodies(missing) if missing else []))
+    return top, scores, [read[i] for i in ids]
+
+
+def _topic_gate(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig, query: str,
+                top: np.ndarray, bodies, embed) -> tuple[dict | None, list | None]:
+    """The gate's lexical checks (topic.py) on a query the activation gate let through:
+    ({"unknown": words} or {"no_value": what}, bodies) when it is refused, (None, bodies)
+    otherwise; `bodies` (of `top`, or None) is read here when a check needs it."""
+    from .topic import missing_value, uncovered_topic, unknown_topic
+
+    index = bm25_open(store, arrays.cache)
+    best = top[: cfg.attribution_depth]
+    # read only when a check needs them, and once for every check
+    vectors = functools.cache(lambda: graphview.unit_vectors(store, best))
+    unknown = unknown_topic(query, index, embed, vectors, cfg.topic_sim)
+    if unknown is None and cfg.topic_cover:
+        bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
+        unknown = uncovered_topic(query, index,
+                                  [b.get("text") for b in bodies[: cfg.attribution_depth]],
+                                  embed, vectors, cfg.cover_sim)
+    if unknown is not None:
+        return {"unknown": unknown}, bodies
+    if cfg.value_check:
+        from .speakers import subject_names
+
+        bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
+        no_value = missing_value(query, [b.get("text") for b in bodies[: cfg.attribution_depth]],
+                                 index.tokenize, lambda: subject_names(store, arrays, query))
+        if no_value is not None:
+            return {"no_value": no_value}, bodies
+    return None, bodies
+
+
 def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         arrays: graphview.RecallArrays, now_ms: int, embed, t0: float) -> dict:
     """The default pipeline after recall's dispatch (dispatch.py), for mode `synapse` and the
     baselines: signals, ranking, the current-facts terms, speaker focus, the gate, the JSON-ready
     result. `t0`: when recall started (the result's elapsed_ms counts from there)."""
     sig = compute_signals(store, arrays, query, query_vec, cfg, now_ms, embed)
-    if cfg.mode == "synapse" and not cfg.semantic_results and not cfg.types:
+    synapse = cfg.mode == "synapse"
+    if synapse and not cfg.semantic_results and not cfg.types:
         semantic = arrays.semantic()
         sig.no_result = semantic if semantic.any() else None
-    attributing = cfg.mode == "synapse" and cfg.gate and cfg.attribution
-    focusing = cfg.mode == "synapse" and cfg.lambda_speaker > 0
+    attributing = synapse and cfg.gate and cfg.attribution
+    focusing = synapse and cfg.lambda_speaker > 0
     k = max(cfg.k, cfg.attribution_depth) if attributing or focusing else cfg.k
-    if cfg.mode == "synapse":
+    if synapse:
         from . import currency
 
         sig.bonus = currency.chatter_penalty(store, arrays, cfg)
@@ -317,65 +389,23 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
             k = max(k, cfg.version_depth)
     kcfg = cfg if k == cfg.k else replace(cfg, k=k)
     top, scores = rank(sig, kcfg)
-    if cfg.mode == "synapse":
-        older = currency.superseded_penalty(store, arrays, cfg, query, top)
-        news = currency.change_bonus(store, arrays, cfg, query, top, sig.sim)
-        if news is not None:  # both adjust the same ranking: applied together
-            older = news if older is None else older + news
-        if _add_bonus(sig, older):
-            top, scores = rank(sig, kcfg)
-        if _add_bonus(sig, currency.recency_bonus(arrays, cfg, query, top, scores)):
-            top, scores = rank(sig, kcfg)
-        if cfg.newest_first and _add_bonus(
-                sig, currency.version_order(store, arrays, cfg, query, top, scores)):
-            top, scores = rank(sig, kcfg)
+    if synapse:
+        top, scores = _current_facts(store, arrays, cfg, query, sig, kcfg, top, scores)
     bodies = store.bodies(arrays.ids[top]) if (attributing or focusing) and len(top) else None
     unfocused = (top, bodies)  # the attribution check weighs the ranking before the focus
     if focusing and len(top):
-        from .attribution import named_speaker
-
-        name = named_speaker(query, {b.get("speaker") for b in bodies[: cfg.attribution_depth]}
-                             - {None})
-        if name is not None:
-            _add_bonus(sig, np.float64(cfg.lambda_speaker) * speaker_mask(store, arrays, name))
-            read = dict(zip(arrays.ids[top].tolist(), bodies))
-            top, scores = rank(sig, kcfg)
-            ids = arrays.ids[top].tolist()
-            missing = [i for i in ids if i not in read]  # the focus mostly reorders: read once
-            read.update(zip(missing, store.bodies(missing) if missing else []))
-            bodies = [read[i] for i in ids]
-    if cfg.mode == "synapse" and cfg.activation:
+        top, scores, bodies = _focus_speaker(store, arrays, cfg, query, sig, kcfg, top,
+                                             bodies) or (top, scores, bodies)
+    if synapse and cfg.activation:
         confidence = float(sig.activation[top[0]]) if len(top) else 0.0
     else:  # the baselines have no activation: report the best similarity instead
         confidence = float(max(sig.sim[top[0]], 0)) if len(top) else 0.0
-    rejected = len(top) == 0 or (cfg.gate and cfg.mode == "synapse" and confidence < cfg.tau_gate)
-    results, verdict, unknown, no_value = [], None, None, None
-    if not rejected and cfg.gate and cfg.mode == "synapse" and cfg.topic_check \
+    rejected = len(top) == 0 or (cfg.gate and synapse and confidence < cfg.tau_gate)
+    results, verdict, topic = [], None, None
+    if not rejected and cfg.gate and synapse and cfg.topic_check \
             and store.manifest.bm25 is not None:
-        from .topic import unknown_topic
-
-        index = bm25_open(store, arrays.cache)
-        best = top[: cfg.attribution_depth]
-        # read only when a check needs them, and once for both checks
-        vectors = functools.cache(lambda: graphview.unit_vectors(store, best))
-        unknown = unknown_topic(query, index, embed, vectors, cfg.topic_sim)
-        if unknown is None and cfg.topic_cover:
-            from .topic import uncovered_topic
-
-            bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
-            unknown = uncovered_topic(query, index,
-                                      [b.get("text") for b in bodies[: cfg.attribution_depth]],
-                                      embed, vectors, cfg.cover_sim)
-        if unknown is None and cfg.value_check:
-            from .topic import missing_value
-
-            bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
-            from .speakers import subject_names
-
-            no_value = missing_value(query, [b.get("text")
-                                             for b in bodies[: cfg.attribution_depth]],
-                                     index.tokenize, lambda: subject_names(store, arrays, query))
-        rejected = unknown is not None or no_value is not None
+        topic, bodies = _topic_gate(store, arrays, cfg, query, top, bodies, embed)
+        rejected = topic is not None
     if not rejected:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
         if attributing:
@@ -408,8 +438,6 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
            "elapsed_ms": round((time.perf_counter() - t0) * 1000, 3)}
     if verdict is not None:
         out["attribution"] = verdict.as_dict()
-    if unknown is not None:
-        out["topic"] = {"unknown": unknown}
-    elif no_value is not None:
-        out["topic"] = {"no_value": no_value}
+    if topic is not None:
+        out["topic"] = topic
     return out
