@@ -212,8 +212,8 @@ def build(path: Path):
 
         Give `speaker` (who said it) and `timestamp` (ISO 8601, when it happened; default now)
         when you know them; `tags` (e.g. "project:atlas") let recall and forget filter later.
-        Returns one {id, status} per item: stored, duplicate (the same text, speaker and time
-        is already stored) or gated (dropped by the store's ingest goal). An invalid item stores
+        Returns one {id, status} per item: stored, duplicate (the same text with the same
+        speaker, tags and time is already stored) or gated (dropped by the store's ingest goal). An invalid item stores
         nothing and the error names it."""
         items = [{k: v for k, v in m.items() if v is not None} for m in memories]
         results = api.ingest(items, path, embedder=mem.embedder(), lock_timeout=mem.write_wait())

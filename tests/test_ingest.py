@@ -74,9 +74,10 @@ def test_duplicates_and_temporal_edges_across_invocations(tmp_path):
     again = lines(run(store, "ingest", stdin=demo))
     assert [o["status"] for o in again] == ["duplicate"] * 12
     assert [o["id"] for o in again] == [o["id"] for o in first]
-    # Whitespace and case do not make a new memory (same speaker, no time given: any time).
+    # Whitespace and case do not make a new memory (same speaker and session, no time given:
+    # any time).
     same = {"text": "  MAYA finished the Berlin   marathon in 3 hours 52 minutes. ",
-            "speaker": "Caroline"}
+            "speaker": "Caroline", "session": "s3"}
     assert lines(run(store, "ingest", stdin=json.dumps(same)))[0]["status"] == "duplicate"
     # A new turn of session s3 links to the last one stored by the earlier invocation.
     new = lines(run(store, "ingest", stdin=json.dumps({"text": "Pixel learned to sit.",
@@ -209,6 +210,36 @@ def test_two_concurrent_ingests(tmp_path):
     stored = texts(store)
     assert len(stored) == 81 and len(set(stored)) == 81
     run(store, "inspect", "verify")
+
+
+def test_one_users_statement_is_never_a_duplicate_of_anothers(tmp_path):
+    """Tags, session and source are part of what a duplicate is: the same words from another
+    user (tag) or another session are stored for them, so a recall filtered to that user finds
+    them; the same item again is still a duplicate, and in one batch too."""
+    store = tmp_path / "st"
+    pin = {"text": "My bank PIN is 4821.", "speaker": "user", "tags": ["user:ana"]}
+    rows = [pin, dict(pin, tags=["user:bob"]), dict(pin, session="s2"), dict(pin, tags=["USER:ANA"]),
+            dict(pin, tags=["user:bob"])]
+    out = lines(run(store, "ingest", stdin="\n".join(json.dumps(r) for r in rows)))
+    assert [o["status"] for o in out] == ["stored", "stored", "stored", "duplicate", "duplicate"]
+    assert out[3]["id"] == out[0]["id"] and out[4]["id"] == out[1]["id"]
+    bob = json.loads(run(store, "recall", "What is my bank PIN?", "--tag", "user:bob",
+                         "--no-touch", "--json").stdout)
+    assert [r["id"] for r in bob["results"]] == [out[1]["id"]]
+
+
+def test_a_statement_made_again_after_prune_is_stored_again(tmp_path):
+    """A record in the trash holds nothing: the same item after `prune` is a new record, not a
+    "duplicate" of the trashed one (which recall never returns)."""
+    store = tmp_path / "st"
+    item = json.dumps({"text": "My favourite colour is green.", "speaker": "user"})
+    first = lines(run(store, "ingest", stdin=item))[0]
+    run(store, "prune", "--id", str(first["id"]), "--yes")
+    again = lines(run(store, "ingest", stdin=item))[0]
+    assert again["status"] == "stored" and again["id"] != first["id"]
+    res = json.loads(run(store, "recall", "What is my favourite colour?", "--no-touch",
+                         "--json").stdout)
+    assert [r["id"] for r in res["results"]] == [again["id"]]
 
 
 def test_a_restatement_by_someone_else_or_later_is_its_own_record(tmp_path):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from store_format import flags as fl
 from store_format import graph_files as gf
 from store_format import ingest_index as ix
 
@@ -116,19 +117,37 @@ def _checked_duplicate(w: StoreWriter, index_file, index: np.ndarray, i: int,
     return rid
 
 
+def item_tags(item: Item) -> frozenset[str]:
+    """The normalised tags the record of `item` will carry (filters.exact_tags of its body):
+    its own tags and its speaker:, session: and source:."""
+    from store_format.tags import normalize_tag
+
+    tags = {normalize_tag(t) for t in item.tags}
+    for key in ("speaker", "session", "source"):
+        if getattr(item, key):
+            tags.add(normalize_tag(f"{key}:{getattr(item, key)}"))
+    return frozenset(tags)
+
+
 def _stored_statement(w: StoreWriter, index_file, index: np.ndarray, entries, digest: bytes,
                       item: Item) -> int | None:
-    """The record that already holds this statement, or None. A duplicate is the same text
-    from the same speaker at the same time (any time, when the item gives none): the same
-    input twice stores nothing new, but a restatement by someone else or later is a record of
-    its own, so recency and --as-of see it ("standup is at 9:30" said again in November)."""
+    """The live record that already holds this statement, or None. A duplicate is the same
+    text with the same tags (so the same speaker, session and source: one user's statement is
+    never taken for another's, filters.exact_tags) at the same time (any time, when the item
+    gives none): the same input twice stores nothing new, but a restatement by someone else or
+    later is a record of its own, so recency and --as-of see it ("standup is at 9:30" said
+    again in November). A record in the trash holds nothing: a statement made again after
+    `prune` is stored again."""
+    from .filters import exact_tags
+
+    tags = item_tags(item)
     for i in reversed(entries):
         rid = _checked_duplicate(w, index_file, index, i, digest)
-        if w.body(rid).get("speaker") != item.speaker:
-            continue
         seg, row = w.locate(rid)
-        if item.timestamp_ms is None or \
-                int(w.segments[seg].headers["timestamp_ms"][row]) == item.timestamp_ms:
+        headers = w.segments[seg].headers
+        if fl.is_tombstone(int(headers["flags"][row])) or exact_tags(w.body(rid)) != tags:
+            continue
+        if item.timestamp_ms is None or int(headers["timestamp_ms"][row]) == item.timestamp_ms:
             return rid
     return None
 
@@ -158,12 +177,12 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
 
     # 1. deduplicate
     fresh: list[tuple[int, Item, bytes]] = []
-    batch_seen: dict[tuple, Outcome] = {}  # (digest, speaker, timestamp) -> first outcome
+    batch_seen: dict[tuple, Outcome] = {}  # (digest, tags, timestamp) -> first outcome
     repeats: list[tuple[Outcome, Outcome]] = []  # (repeat, first) inside this batch
     for item in items:
         digest = md5_of(item.text)
         rid = _stored_statement(w, index_file, index, seen.get(digest, ()), digest, item)
-        key = (digest, item.speaker, item.timestamp_ms)
+        key = (digest, item_tags(item), item.timestamp_ms)
         if rid is not None:
             result.outcomes.append(Outcome(item.where, "duplicate", rid))
         elif key in batch_seen:
