@@ -151,9 +151,11 @@ def load_extractor(store=None, **overrides):
 def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: float | None = None,
                     progress=None, extractor=None, embedder=None, **overrides):
     """Consolidate the store; returns a `ConsolidateResult` (see `consolidate`)."""
+    from .engine.arguments import real
     from .engine.consolidate import ConsolidateConfig, consolidate as run
     from .engine.store import StoreWriter
 
+    real(max_seconds, "max_seconds", 0.0)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     s = settings(**overrides)
     if extractor is None:
@@ -189,15 +191,7 @@ def recall_with(recaller: Recaller, query: str, *, touch: bool = True, now_ms: i
                 **kwargs) -> dict:
     """`recall` on an open `Recaller` (the embedder and graph loaded once for many queries);
     keyword arguments as `Recaller.recall` takes them (engine/recall/service.py recall_config)."""
-    if not isinstance(query, str) or not query.strip():
-        raise InputError("query", "empty query")
-    from .engine.arguments import epoch_ms
-
-    now_ms = epoch_ms(now_ms, "now_ms")
-    from .engine.inputs import _text
-
-    _text(query, "query", "query")  # no lone surrogate, no NUL
-    return recaller.recall(query, touch=touch, now_ms=now_ms, **kwargs)
+    return recaller.recall(query, touch=touch, now_ms=now_ms, **kwargs)  # checks them all
 
 
 def store_path(store=None) -> Path:
@@ -222,12 +216,15 @@ def _require_records(store_obj, ids) -> None:
 def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), query: str | None = None,
           min_similarity: float = 0.45, before_ms: int | None = None,
           decayed_below: float | None = None, at_ms: int | None = None, dormant: bool = False,
-          low_utility_below: float | None = None, match: str = "any", dry_run: bool = False,
+          low_utility_below: float | None = None, match: str = "any",
+          within: Iterable[str] = (), dry_run: bool = False,
           compact: bool = False, purge: bool = False, lock_timeout: float = 30.0,
           embedder=None) -> dict:
     """Forget memories: records matching the policies go to the trash (recall ignores them,
     `restore` brings them back); `compact` empties the trash, `purge` also deletes every other
-    copy. Pinned records are never pruned, unresolved ones only by id. Returns what
+    copy. Pinned records are never pruned, unresolved ones only by id. `within`: tags every
+    pruned record must carry (a scope, e.g. ["user:bob"]: nothing of another user is selected
+    or listed; ids outside it are returned under `out_of_scope`). Returns what
     `synapse prune --json` prints; with `dry_run` nothing changes."""
     from .engine import arguments as a
     from .engine.maintenance import prune as pr
@@ -240,9 +237,9 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
         at_ms=a.epoch_ms(at_ms, "at_ms"), dormant=a.flag(dormant, "dormant"),
         low_utility_below=a.real(low_utility_below, "low_utility_below", 0.0),
         before_ms=a.epoch_ms(before_ms, "before_ms"), ids=tuple(a.record_ids(ids)),
-        tags=a.strings(tags, "tags"), query=query,
+        tags=a.tags(tags, "tags"), query=query,
         min_similarity=a.real(min_similarity, "min_similarity", -1.0, 1.0),
-        match=a.choice(match, "match", ("any", "all")))
+        match=a.choice(match, "match", ("any", "all")), within=a.tags(within, "within"))
     for name, value in (("dry_run", dry_run), ("compact", compact), ("purge", purge)):
         a.flag(value, name)
     path = resolve_store(store)
@@ -256,7 +253,9 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
 
 
 def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:
-    """Take records out of the trash: `{"restored", "not_in_trash", "not_found"}`."""
+    """Take records out of the trash: `{"restored", "not_in_trash", "not_found"}`. An id the
+    store does not hold (never stored, or removed by compaction) is an InputError and nothing
+    changes, as for `mark` and the CLI; so `not_found` is empty here."""
     from .engine.arguments import record_ids
     from .engine.maintenance import prune as pr
     from .engine.store import StoreWriter
@@ -323,8 +322,11 @@ def migrate(header: int, store=None, *, dry_run: bool = False, lock_timeout: flo
     from store_format import migration
     from .engine.store import Store, StoreWriter
 
-    if header not in (1, 2, 3):
+    from .engine.arguments import flag
+
+    if isinstance(header, bool) or header not in (1, 2, 3):
         raise ConfigError(f"header {header!r}: expected 1, 2 or 3", usage=True)
+    flag(dry_run, "dry_run")
     path = resolve_store(store)
     opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
     with opened as w:
@@ -337,11 +339,13 @@ def migrate(header: int, store=None, *, dry_run: bool = False, lock_timeout: flo
 def nodes(name: str = "", store=None, *, limit: int = 20) -> list[dict]:
     """Semantic nodes (what consolidation extracted) whose name contains `name`: id, name,
     type, description and how many episodes mention each; exact names first."""
+    from .engine.arguments import integer
     from .engine.maintenance.nodes import find
     from .engine.store import read_retrying
 
     if not isinstance(name, str):
         raise ConfigError(f"name={name!r}: expected a string", usage=True)
+    limit = integer(limit, "limit", 1)
     return read_retrying(resolve_store(store), lambda s: find(s, name, limit))
 
 
@@ -375,16 +379,16 @@ def list_memories(store=None, *, types: Iterable[str] = (), tags: Iterable[str] 
     the trash instead; pass `next_after` back as `after` for the next page."""
     from types import SimpleNamespace
 
+    from .engine import arguments as a
     from .engine.filters import check_filters
     from .engine.listing import ListQuery, list_memories as run
     from .engine.store import read_retrying
 
-    types, tags = (x if isinstance(x, str) else tuple(x) for x in (types, tags))
     # the same checks as recall's filters (a bare string, an unknown type, a backwards window)
     check_filters(SimpleNamespace(types=types, tags=tags, since_ms=since_ms, until_ms=until_ms))
-    if not isinstance(limit, int) or limit < 1:
-        raise ConfigError(f"limit {limit!r}: expected an integer >= 1", usage=True)
-    q = ListQuery(types, tags, since_ms, until_ms, trashed, limit, after)
+    q = ListQuery(tuple(types), tuple(tags), since_ms, until_ms, a.flag(trashed, "trashed"),
+                  a.integer(limit, "limit", 1),
+                  None if after is None else a.record_id(after, "after"))
 
     def one(s):
         if after is not None:

@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr
 from typing_extensions import Required, TypedDict
 
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -38,10 +38,14 @@ INSTRUCTIONS = (
     "plans, decisions); if it comes back with `rejected: true`, say you have no record of it "
     "rather than guessing. Call `remember` with what is worth keeping after each exchange: one "
     "memory per fact or event, with the speaker and, when you know it, the time it happened. "
-    "When a fact changes, remember the new statement; recall puts the current one first.")
+    "When a fact changes, remember the new statement; recall tries to put the current one "
+    "first, but when two results disagree, trust the one with the later `time`.")
 
 MemoryType = Literal["episodic", "semantic", "working", "procedural"]
 Mode = Literal["synapse", "vector", "bm25", "hybrid", "ecphory", "synaptic"]
+Time = StrictStr | StrictInt  # ISO 8601 or epoch ms
+# Tool arguments are strict, as the Python API's are (engine/arguments.py): `ids: [true]` or
+# `["2"]` is an error, not record 1 or 2; `explain: "yes"` is not True.
 
 
 class MemoryIn(TypedDict, total=False):
@@ -52,9 +56,9 @@ class MemoryIn(TypedDict, total=False):
 
     text: Required[str]
     speaker: str
-    session: str
+    session: str | int  # the ingest schema reads "session": 7 as "7"
     source: str
-    timestamp: str | int
+    timestamp: str | int | float
     tags: list[str]
     meta: dict[str, Any]
     type: MemoryType
@@ -223,17 +227,17 @@ def build(path: Path):
 
     @tool(writes)  # a recall is rehearsal: it strengthens what it returns
     @_errors(ToolError)
-    def recall(query: str, k: Optional[int] = None, mode: Optional[Mode] = None,
-               types: Optional[list[MemoryType]] = None, since: Optional[str | int] = None,
-               until: Optional[str | int] = None, as_of: Optional[str | int] = None,
-               tags: Optional[list[str]] = None, explain: bool = False) -> dict:
+    def recall(query: StrictStr, k: Optional[StrictInt] = None, mode: Optional[Mode] = None,
+               types: Optional[list[MemoryType]] = None, since: Optional[Time] = None,
+               until: Optional[Time] = None, as_of: Optional[Time] = None,
+               tags: Optional[list[StrictStr]] = None, explain: StrictBool = False) -> dict:
         """Find the memories that matter for a question, by spreading activation through the
         memory graph (it finds memories that share no words with the question).
 
         Returns {query, rejected, confidence, results: [{id, text, speaker, time, score, ...}]}.
         `rejected: true` with no results means the store holds no record of this: tell the
-        user you do not know rather than guess. The current version of a changed fact comes
-        first. Filters: `tags` (all must match; "speaker:NAME" works), `since`/`until`
+        user you do not know rather than guess. The current version of a changed fact is
+        usually first; when results disagree, the one with the later `time` is current. Filters: `tags` (all must match; "speaker:NAME" works), `since`/`until`
         (ISO 8601 or epoch ms), `types`; `as_of` answers as at a past time. `k`: how many
         (default from the `mcp.recall_k` setting, 10). `explain` adds each result's path
         and `via`, the semantic nodes (people, places, things) that tie it to the question."""
@@ -253,10 +257,13 @@ def build(path: Path):
     @tool(ToolAnnotations(readOnlyHint=False, destructiveHint=True,
                                              openWorldHint=False))
     @_errors(ToolError)
-    def forget(ids: Optional[list[int]] = None, query: Optional[str] = None,
-               dry_run: bool = False, purge: bool = False) -> dict:
+    def forget(ids: Optional[list[StrictInt]] = None, query: Optional[StrictStr] = None,
+               tags: Optional[list[StrictStr]] = None, dry_run: StrictBool = False,
+               purge: StrictBool = False) -> dict:
         """Forget memories by id, or those that match `query` (similarity above 0.45).
 
+        `tags` limits it to memories carrying every one of them (e.g. ["user:bob"]: nothing
+        of another user is forgotten or shown; ids outside are listed under `out_of_scope`).
         By default they go to the trash: recall ignores them and `restore` brings them back.
         Call with `dry_run: true` first to see what would go (`selected`, and `query_matches`
         with each match's text). `purge: true` deletes them and every copy for good (the
@@ -264,26 +271,27 @@ def build(path: Path):
         memories are never forgotten (unpin first)."""
         if not ids and not query:
             raise api.InputError("forget", "give `ids` or `query`")
-        return api.prune(path, ids=ids or (), query=query, dry_run=dry_run, purge=purge,
-                         embedder=mem.embedder(), lock_timeout=mem.write_wait())
+        return api.prune(path, ids=ids or (), query=query, within=tags or (), dry_run=dry_run,
+                         purge=purge, embedder=mem.embedder(), lock_timeout=mem.write_wait())
 
     @tool(writes)
     @_errors(ToolError)
-    def restore(ids: list[int]) -> dict:
-        """Take forgotten memories out of the trash (before a purge). Returns restored,
-        not_in_trash and not_found ids."""
+    def restore(ids: list[StrictInt]) -> dict:
+        """Take forgotten memories out of the trash (before a purge). Returns the restored
+        and not_in_trash ids; an id the store does not hold (never stored, or purged) is an
+        error and nothing is restored."""
         return api.restore(ids, path, lock_timeout=mem.write_wait())
 
     @tool(writes)
     @_errors(ToolError)
-    def pin(ids: list[int]) -> dict:
+    def pin(ids: list[StrictInt]) -> dict:
         """Pin memories: they never fade and are never forgotten by policy. Returns each
         memory's flags under `results`."""
         return {"results": api.mark(ids, path, pin=True, lock_timeout=mem.write_wait())}
 
     @tool(writes)
     @_errors(ToolError)
-    def unpin(ids: list[int]) -> dict:
+    def unpin(ids: list[StrictInt]) -> dict:
         """Unpin memories: they fade and can be pruned again like any other."""
         return {"results": api.mark(ids, path, pin=False, lock_timeout=mem.write_wait())}
 
@@ -296,7 +304,7 @@ def build(path: Path):
 
     @tool(read_only)
     @_errors(ToolError)
-    def find_nodes(name: str = "", limit: int = 20) -> dict:
+    def find_nodes(name: StrictStr = "", limit: StrictInt = 20) -> dict:
         """Find entities of the memory graph (people, places, things that consolidation
         extracted) whose name contains `name`; exact names first, then the most mentioned.
         Returns {nodes: [{id, name, type, description, mentions}]}; open one with
@@ -305,14 +313,14 @@ def build(path: Path):
 
     @tool(read_only)
     @_errors(ToolError)
-    def open_node(id: int) -> dict:
+    def open_node(id: StrictInt) -> dict:
         """One entity of the memory graph: its description, relations, linked entities and
         the memories it was extracted from (newest first)."""
         return api.node(id, path)
 
     @tool(writes)
     @_errors(ToolError)
-    async def consolidate(max_seconds: Optional[float] = None) -> dict:
+    async def consolidate(max_seconds: Optional[StrictFloat] = None) -> dict:
         """Run the local model over memories not yet consolidated, building the memory graph
         that recall spreads through. Stops after `max_seconds` (default: the
         `mcp.consolidate_seconds` setting, 10); `left_windows` says what is left for the next

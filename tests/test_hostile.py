@@ -523,10 +523,31 @@ def test_the_python_api_refuses_wrong_arguments_instead_of_guessing(tmp_path):
            lambda: api.recall("note", store=store, since_ms="2026-01-01"),
            lambda: api.recall("note", store=store, since_ms=-5),
            lambda: api.recall("note", store=store, now_ms="x"),
-           lambda: api.recall("note", store=5)]
+           lambda: api.recall("note", store=5),
+           lambda: api.recall("note", store=store, touch="no"),
+           lambda: api.recall("note", store=store, explain="no"),
+           lambda: api.recall("note", store=store, tags=None),
+           lambda: api.recall("note", store=store, tags=["user:\ud800"]),
+           lambda: api.list_memories(store, trashed="no"),
+           lambda: api.list_memories(store, limit=True),
+           lambda: api.list_memories(store, after="3"),
+           lambda: api.migrate(True, store, dry_run=True),
+           lambda: api.migrate(3, store, dry_run="no"),
+           lambda: api.nodes("a", store, limit=-1),
+           lambda: api.prune(store, ids=[1], lock_timeout="x"),
+           lambda: api.prune(store, tags=[""], dry_run=True),
+           lambda: api.prune(store, tags=["speaker:"], dry_run=True),
+           lambda: api.consolidate(store, max_seconds="x")]
     for call in bad:
         with pytest.raises(api.ConfigError):
             call()
+    with api.Recaller(store) as r:  # the documented loop checks queries as api.recall does
+        for query in ("", "a\x00b", "caf\ud800e", None, 123):
+            with pytest.raises(api.InputError):
+                r.recall(query, touch=False)
+    for item in ({"text": "x", "meta": {"k": float("nan")}}, {"text": "x", "tags": ["\ud800"]}):
+        with pytest.raises(api.InputError):
+            api.ingest([item], store=store)
     with Store.open(store) as s:
         assert not any(fl.is_tombstone(s.segments[0].headers["flags"]))
         assert not any(fl.decode_flags(int(f))["pinned"] for f in s.segments[0].headers["flags"])

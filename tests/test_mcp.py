@@ -350,9 +350,21 @@ def test_remember_takes_the_whole_input_schema_and_refuses_unknown_fields(tmp_pa
             bad = [await c.call_tool("remember", {"memories": [{"text": "a", "colour": "red"}]}),
                    await c.call_tool("remember", {"memories": [{"text": "a",
                                                                "importance": True}]}),
-                   await c.call_tool("consolidate", {"max_seconds": "inf"})]
-            return ok, bad
-    ok, bad = run(go)
+                   await c.call_tool("consolidate", {"max_seconds": "inf"}),
+                   # tool arguments are strict: nothing is coerced into an id or a flag
+                   await c.call_tool("forget", {"ids": [True]}),
+                   await c.call_tool("forget", {"ids": ["1"]}),
+                   await c.call_tool("pin", {"ids": [1.0]}),
+                   await c.call_tool("recall", {"query": "passport", "explain": "yes"})]
+            # a session number and a float timestamp are read as the ingest schema reads them
+            num = data(await c.call_tool("remember", {"memories": [
+                {"text": "passport photos taken", "session": 3, "timestamp": 1.7e12}]}))
+            left = data(await c.call_tool("recall", {"query": "passport", "k": 5}))
+            return ok, bad, num, left
+    ok, bad, num, left = run(go)
+    assert num["counts"]["stored"] == 1
+    assert {r["id"] for r in left["results"]} == {ok["results"][0]["id"],
+                                                  num["results"][0]["id"]}  # nothing forgotten
     rid = ok["results"][0]["id"]
     rec = json.loads(subprocess.run([SYNAPSE, "inspect", "record", str(rid)], env=env_for(store),
                                     capture_output=True, text=True, check=True).stdout)
@@ -360,7 +372,7 @@ def test_remember_takes_the_whole_input_schema_and_refuses_unknown_fields(tmp_pa
     assert rec["header"]["valence"] < 0 and rec["payload"]["source"] == "todo.md"
     messages = [error(b) for b in bad]
     assert "colour" in messages[0] and "importance" in messages[1]
-    assert "finite" in messages[2]
+    assert all("validation error" in m for m in messages[2:]), messages
     assert not any("Traceback" in m for m in messages)
 
 
@@ -420,3 +432,27 @@ def test_a_cancelled_consolidate_frees_the_store_and_stdin_eof_ends_the_server(t
     assert left["records"]["by_flag"]["consolidated"] < left["records"]["by_type"]["episodic"]
     assert subprocess.run([SYNAPSE, "inspect", "verify"], env=env_for(store),
                           capture_output=True).returncode == 0
+
+
+def test_forget_with_tags_touches_only_that_users_memories(tmp_path):
+    """One store, a tag per user: `forget` scoped by `tags` neither forgets nor shows another
+    user's memories, and the same sentence from two users is two memories."""
+    store = tmp_path / "s"
+
+    async def go():
+        async with stdio(store) as c:
+            for user in ("ana", "bob"):
+                await c.call_tool("remember", {"memories": [
+                    {"text": "My password hint is the name of my first cat.",
+                     "tags": [f"user:{user}"]}]})
+            dry = data(await c.call_tool("forget", {"query": "password hint",
+                                                    "tags": ["user:bob"], "dry_run": True}))
+            done = data(await c.call_tool("forget", {"query": "password hint",
+                                                     "tags": ["user:bob"]}))
+            ana = data(await c.call_tool("recall", {"query": "What is my password hint?",
+                                                    "tags": ["user:ana"]}))
+            return dry, done, ana
+    dry, done, ana = run(go)
+    assert dry["selected"] == [2] and [m["id"] for m in dry["query_matches"]] == [2]
+    assert done["trashed"] == [2]
+    assert [r["id"] for r in ana["results"]] == [1]

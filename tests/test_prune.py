@@ -506,3 +506,20 @@ def test_compaction_rebuilds_the_same_ingest_index_from_the_bodies(tmp_path):
     m = mf.read_manifest(p)
     after = ix.read(p / m.ingest["file"], m.ingest["entries"])
     assert np.array_equal(after, before[before["record_id"] != 7])
+
+
+def test_a_scope_keeps_a_forget_to_one_users_memories(tmp_path):
+    """`within` (MCP forget's `tags`): a query or id outside the scope selects nothing and a dry
+    run lists none of another user's texts."""
+    from synapse_cli import api
+
+    store = tmp_path / "st"
+    api.ingest([{"text": "Ana's password hint is the name of her cat Miso.", "tags": ["user:ana"]},
+                {"text": "Bob's password hint is his first car.", "tags": ["user:bob"]}],
+               store=store)
+    dry = api.prune(store, query="password hint", within=["user:bob"], dry_run=True)
+    assert dry["selected"] == [2] and [m["id"] for m in dry["query_matches"]] == [2]
+    out = api.prune(store, ids=[1, 2], within=["user:bob"])
+    assert out["trashed"] == [2] and out["out_of_scope"] == [1]
+    ana = api.recall("What is the password hint?", store=store, tags=["user:ana"], touch=False)
+    assert [r["id"] for r in ana["results"]] == [1]

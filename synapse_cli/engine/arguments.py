@@ -21,6 +21,13 @@ def record_id(value, name: str = "id") -> int:
     return int(value)
 
 
+def integer(value, name: str, lo: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+            or (lo is not None and value < lo):
+        raise _bad(name, value, "an integer" + (f" >= {lo}" if lo is not None else ""))
+    return int(value)
+
+
 def record_ids(value, name: str = "ids") -> list[int]:
     if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
         raise _bad(name, value, "a list of record ids")
@@ -33,6 +40,26 @@ def strings(value, name: str) -> tuple[str, ...]:
     out = tuple(value)
     if not all(isinstance(v, str) for v in out):
         raise _bad(name, value, "a list of strings")
+    return out
+
+
+def tags(value, name: str = "tags") -> tuple[str, ...]:
+    """A tag filter: a list of non-empty tags of valid text (no NUL, no lone surrogate), none
+    a bare "speaker:", "session:" or "source:" (which would match nothing)."""
+    from store_format.tags import normalize_tag
+
+    from .inputs import RESERVED_TAG_PREFIXES
+
+    out = strings(value, name)
+    for t in out:
+        if "\x00" in t or not normalize_tag(t):
+            raise _bad(name, value, "a list of non-empty tags")
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _bad(name, value, "tags of valid Unicode (no lone surrogate)") from None
+        if normalize_tag(t) in RESERVED_TAG_PREFIXES:
+            raise ConfigError(f"tag {t!r} has no name after the colon", usage=True)
     return out
 
 

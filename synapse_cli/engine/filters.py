@@ -65,20 +65,12 @@ def check_filters(cfg) -> None:
     window that ends before it starts, tags that are not a list of non-empty strings (a bare
     string would be read as one tag per character), an unknown type. ConfigError with
     usage=True: exit 2 on the command line."""
+    from .arguments import epoch_ms, strings, tags
     from .config import ConfigError
 
-    if isinstance(cfg.tags, str) or not all(isinstance(t, str) and normalize_tag(t)
-                                            for t in cfg.tags):
-        raise ConfigError("tags must be a list of non-empty strings", usage=True)
-    from .inputs import RESERVED_TAG_PREFIXES
-
-    bare = [t for t in cfg.tags if normalize_tag(t) in RESERVED_TAG_PREFIXES]
-    if bare:
-        raise ConfigError(f"tag {bare[0]!r} has no name after the colon", usage=True)
-    if isinstance(cfg.types, str) or any(t not in TYPE_BITS for t in cfg.types):
+    tags(cfg.tags, "tags")
+    if any(t not in TYPE_BITS for t in strings(cfg.types, "types")):
         raise ConfigError(f"types must be a list of {', '.join(TYPE_BITS)}", usage=True)
-    from .arguments import epoch_ms
-
     epoch_ms(cfg.since_ms, "since_ms"), epoch_ms(cfg.until_ms, "until_ms")
     if cfg.since_ms is not None and cfg.until_ms is not None and cfg.since_ms > cfg.until_ms:
         raise ConfigError("the time window ends before it starts (since is later than until)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import datetime as dt
 import io
+import json
 import math
 import unicodedata
 from dataclasses import dataclass, field
@@ -172,7 +173,7 @@ RESERVED_TAG_PREFIXES = ("speaker:", "session:", "source:")
 def _check_tag(tag: str, where: str) -> None:
     from store_format.tags import normalize_tag
 
-    norm = normalize_tag(tag)
+    norm = normalize_tag(_text(tag, where, "tags"))
     if not norm:
         raise InputError(where, "`tags` holds an empty tag")
     if len(tag) > MAX_TAG:
@@ -214,8 +215,12 @@ def item_from_object(obj, where: str) -> Item:
                                 "levels deep")
     try:
         meta_bytes = len(orjson.dumps(meta)) if meta else 0
+        json.dumps(meta, allow_nan=False)  # orjson writes NaN as null; the payload refuses it
     except orjson.JSONEncodeError as exc:  # from the Python API: a key that is not a string...
         raise InputError(where, f"`meta` is not JSON ({exc})") from None
+    except ValueError:
+        raise InputError(where, "`meta` holds NaN or Infinity, which JSON does not have") \
+            from None
     if meta_bytes > MAX_META_BYTES:
         raise InputError(where, f"`meta` is larger than {MAX_META_BYTES:,} bytes as JSON")
     ts = obj.get("timestamp")

@@ -199,6 +199,9 @@ class StoreWriter(Store):
     def open(cls, path: os.PathLike | str, lock_timeout: float = 30.0, create: bool = False,
              dim: int = DEFAULT_DIM, embedder: str = DEFAULT_EMBEDDER,
              header_version: int = 3) -> "StoreWriter":
+        from .arguments import real
+
+        real(lock_timeout, "lock_timeout", 0.0)  # the API passes it through unchecked
         path = Path(path)
         if os.path.lexists(path) and not path.is_dir():  # a file, a dangling or looping link
             raise NotAStoreDirectory("not a directory, so not a store", str(path))

@@ -19,6 +19,9 @@ Policies (combinable; a record is selected when any policy matches, or every one
   speaker:, session: and source: included);
 - query: "forget what matches this": hybrid (dense + BM25) recall, kept where the dense
   similarity reaches a floor.
+`within` is not a policy but a scope: when given, only records carrying every one of its tags
+can be selected, named by id or matched by a query ("forget what user:bob said about his
+PIN"); nothing outside it is listed, not even a dry run's query matches.
 Protection: pinned records are never pruned; unresolved ones (Zeigarnik, resolved bit 0) only
 when named by id.
 """
@@ -55,6 +58,7 @@ class PrunePolicy:
     query: str | None = None
     min_similarity: float = 0.45
     match: str = "any"                 # any | all
+    within: tuple = ()                 # scope: every tag required (not a policy)
 
     def active(self) -> list[str]:
         on = {"decayed": self.decayed_below is not None, "dormant": self.dormant,
@@ -72,6 +76,7 @@ class Selection:
     query_matches: list = field(default_factory=list)  # [{id, similarity, text}] for --query
     not_found: list = field(default_factory=list)   # --id values the store does not hold
     in_trash: list = field(default_factory=list)    # --id values already tombstoned
+    out_of_scope: list = field(default_factory=list)  # ids without every `within` tag
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -114,6 +119,7 @@ def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None 
     n = len(t.ids)
     live = ~fl.is_tombstone(t.flags)
     sel = Selection()
+    scope = tag_mask(store, policy.within) if policy.within else np.ones(n, bool)
     masks: dict[str, np.ndarray] = {}
     if policy.decayed_below is not None:
         at = policy.at_ms if policy.at_ms is not None else now_ms
@@ -133,6 +139,8 @@ def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None 
             pos = int(np.searchsorted(t.ids, np.uint64(rid))) if 0 < rid < 2**64 else n
             if pos >= n or int(t.ids[pos]) != rid:
                 sel.not_found.append(rid)
+            elif not scope[pos]:
+                sel.out_of_scope.append(rid)
             elif not live[pos]:
                 sel.in_trash.append(rid)
             else:
@@ -145,17 +153,17 @@ def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None 
                 m |= tag_mask(store, [tag], candidates=live)
         masks["tag"] = m
     if policy.query is not None:
-        masks["query"] = _query_mask(store, policy, t, live, embedder, now_ms, sel)
+        masks["query"] = _query_mask(store, policy, t, live & scope, embedder, now_ms, sel)
     if policy.dormant:
         masks["dormant"] = _dormant(store, t, live)
 
     for name in POLICY_NAMES:
         if name in masks:
-            sel.policies[name] = [int(x) for x in t.ids[masks[name]]]
+            sel.policies[name] = [int(x) for x in t.ids[masks[name] & scope]]
     if not masks:
         return sel
     combine = np.logical_and if policy.match == "all" else np.logical_or
-    chosen = combine.reduce([masks[k] for k in masks]) & live
+    chosen = combine.reduce([masks[k] for k in masks]) & live & scope
     pinned = chosen & fl.is_pinned(t.flags)
     named = masks.get("id", np.zeros(n, bool))
     unresolved = chosen & ~pinned & ~fl.is_resolved(t.flags) & ~named
@@ -178,9 +186,9 @@ def _query_mask(store, policy, t, live, embedder, now_ms, sel) -> np.ndarray:
     res = recall(store, policy.query, vec, cfg, graphview.build(store), now_ms=now_ms)
     m = np.zeros(len(t.ids), bool)
     for r in res["results"]:
-        if r["signals"]["semantic"] >= policy.min_similarity:
-            pos = int(np.searchsorted(t.ids, np.uint64(r["id"])))
-            m[pos] = live[pos]
+        pos = int(np.searchsorted(t.ids, np.uint64(r["id"])))
+        if r["signals"]["semantic"] >= policy.min_similarity and live[pos]:
+            m[pos] = True
             sel.query_matches.append({"id": r["id"], "similarity": r["signals"]["semantic"],
                                       "text": r["text"]})
     return m

@@ -39,6 +39,7 @@ def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) 
             raise config.ConfigError(f"not a recall option: {', '.join(sorted(unknown))}",
                                      usage=True, hint="pass api.settings(...) instead of a "
                                                       "RecallConfig to set it")
+        _check_types(options)
         return dataclasses.replace(cfg, **options) if options else cfg
     flags = {by_key[k]: v for k, v in options.items() if k in by_key}
     rest = {k: v for k, v in options.items() if k not in by_key}
@@ -46,6 +47,7 @@ def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) 
     if unknown:
         raise config.ConfigError(f"unknown setting(s) or option(s): {', '.join(sorted(unknown))}",
                                  usage=True, hint="`synapse config` lists every setting")
+    _check_types(rest)
     if isinstance(cfg, config.Settings):  # its flags, then these options over them
         flags = {**{n: v for n, v in cfg.values.items() if cfg.sources[n] == "flag"}, **flags}
     elif cfg is not None:
@@ -53,6 +55,33 @@ def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) 
     settings = config.resolve(flags)
     return RecallConfig(**{**settings.kwargs("recall"),
                            "synaptic": SynapticConfig.from_settings(settings), **rest})
+
+
+def _check_types(options: dict) -> None:
+    """RecallConfig fields given by name have the type of their default: `explain="no"` is an
+    error, not True (engine/arguments.py). Filters (tags, types, times) are checked with the
+    query (filters.check_filters)."""
+    from .. import arguments as a
+
+    defaults = {f.name: f.default for f in dataclasses.fields(RecallConfig)}
+    for name, value in options.items():
+        default = defaults.get(name)
+        if isinstance(default, bool):
+            a.flag(value, name)
+        elif isinstance(default, int):
+            a.integer(value, name)
+        elif isinstance(default, float):
+            a.real(value, name)
+
+
+def check_query(query) -> str:
+    """A query is non-empty text without NUL or lone surrogates (InputError)."""
+    from ..inputs import InputError, _text
+
+    if not isinstance(query, str) or not query.strip():
+        raise InputError("query", "empty query" if isinstance(query, str) or query is None
+                         else f"expected text, got {type(query).__name__}")
+    return _text(query, "query", "query")
 
 
 class Recaller:
@@ -93,6 +122,11 @@ class Recaller:
         `recall_config` (`r.recall(q, k=3)`, `r.recall(q, api.settings(k=3))`)."""
         if self._closed:
             raise ValueError("this Recaller is closed")
+        from .. import arguments as a
+
+        check_query(query)
+        a.flag(touch, "touch")
+        now_ms = a.epoch_ms(now_ms, "now_ms")
         cfg = recall_config(cfg, **options)
         if self.follow:
             self.refresh()
