@@ -523,3 +523,64 @@ def test_a_scope_keeps_a_forget_to_one_users_memories(tmp_path):
     assert out["trashed"] == [2] and out["out_of_scope"] == [1]
     ana = api.recall("What is the password hint?", store=store, tags=["user:ana"], touch=False)
     assert [r["id"] for r in ana["results"]] == [1]
+
+
+def _purge_state(p) -> tuple:
+    """What a purge decides: the records left, which are consolidated, and every body."""
+    with Store.open(p) as s:
+        ids = s.ids.tolist()
+        return (ids, [bool(fl.is_consolidated(s.header(r).flags)) for r in ids],
+                [s.body(r) for r in ids])
+
+
+@pytest.mark.parametrize("killed_after", [1, 2])
+def test_a_purge_killed_between_its_writes_ends_where_an_uninterrupted_one_does(
+        tmp_path, monkeypatch, killed_after):
+    """purge writes the requeue of episodes, then the trashing of derived nodes (flag bytes,
+    durable at once), then compacts. Killed after any of the first two and run again, it must requeue the same
+    episodes and remove the same nodes: trashing the nodes first lost their episodes' requeue
+    for good (a rerun no longer sees the trashed nodes as derived)."""
+    from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
+    from synapse_cli.models.embedder import get_embedder
+
+    base = tmp_path / "base"
+    lines = [{"text": SECRET, "speaker": "Dorothea", "session": "s1"},
+             {"text": "Dorothea likes the Blue Garden cafe", "speaker": "Dorothea",
+              "session": "s1"},
+             {"text": "Marcus went to Lisbon for the conference", "speaker": "Marcus",
+              "session": "s1"},
+             {"text": "Marcus booked a Lisbon hotel near the river", "speaker": "Marcus",
+              "session": "s2"}]
+    from synapse_cli import api
+
+    secret_id = api.ingest(lines, store=base, embedder=get_embedder())[0]["id"]
+    with StoreWriter.open(base) as w:
+        consolidate(w, FakeExtractor(), get_embedder(), ConsolidateConfig(window=2,
+                                                                          prune_threshold=0.0))
+        pr.trash(w, [secret_id])
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    shutil.copytree(base, whole)
+    shutil.copytree(base, killed)
+    with StoreWriter.open(whole) as w:
+        rep = pr.compact(w, purge=True)
+    assert rep["derived_nodes"] and rep["requeued_for_consolidation"], rep
+
+    class Killed(BaseException):
+        pass
+
+    set_flags, calls = StoreWriter.set_flags, []
+
+    def write_then_die(self, *a, **k):  # flag writes are in place and durable at once
+        out = set_flags(self, *a, **k)
+        calls.append(1)
+        if len(calls) == killed_after:
+            raise Killed()
+        return out
+    with monkeypatch.context() as m:
+        m.setattr(StoreWriter, "set_flags", write_then_die)
+        with pytest.raises(Killed), StoreWriter.open(killed) as w:
+            pr.compact(w, purge=True)
+    with StoreWriter.open(killed) as w:
+        pr.compact(w, purge=True)
+    assert _purge_state(killed) == _purge_state(whole)
+    assert verify(killed).ok

@@ -322,13 +322,19 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
         derived, requeue = _derived_nodes(w, removed)
         # Forgetting wins over a pin: a derived node may quote the purged text. Said, not silent.
         pinned_derived = [rid for rid in derived if fl.is_pinned(w.header(rid).flags)]
+        # Requeue before trashing: each is its own commit, and a purge killed between them is
+        # run again from what is committed. Nodes still live are found again (and their
+        # episodes requeued again); nodes already trashed no longer are, so their episodes
+        # must be requeued by then.
+        if requeue:  # consolidate rebuilds their nodes from what remains
+            _set_bit(w, requeue, fl.CONSOLIDATED, False)
         if derived:
             trash(w, derived)
             removed |= set(derived)
-        if requeue:  # consolidate rebuilds their nodes from what remains
-            _set_bit(w, requeue, fl.CONSOLIDATED, False)
+        # every removed node's name, also of nodes an interrupted run already trashed
+        semantic = fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC
         gone_names = set()
-        for rid in derived:
+        for rid in sorted(set(t.ids[semantic].tolist()) & removed | set(derived)):
             name = w.body(rid).get("name")
             if isinstance(name, str):
                 gone_names.add(name.casefold())
