@@ -320,6 +320,10 @@ def test_purge_leaves_no_byte_of_the_record_in_any_file(tmp_path):
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["query_matches"][0]["id"] == secret_id and secret_id in rep["would_remove"]
+    # the dry run names what the purge adds: the nodes derived from it, pinned or not
+    assert sorted(rep["derived_nodes"]) == sorted(from_secret)
+    assert set(from_secret) <= set(rep["would_remove"])
+    assert rep["pinned_derived_nodes"] == [from_secret[0]] and rep["requeued_for_consolidation"]
     assert dir_digest(p) == before
     shutil.copy(p / "MANIFEST", p / "MANIFEST.tmp")  # a leftover of an interrupted commit
     r = run_cli(["prune", "--id", str(secret_id), "--purge", "--yes", "--json"], p)

@@ -258,3 +258,12 @@ def test_completed_memory_types_are_the_engines():
     from synapse_cli.engine.recall import TYPE_BITS
 
     assert set(MEMORY_TYPES) == set(TYPE_BITS)
+
+
+def test_prune_dry_runs_of_compact_purge_and_restore_on_a_terminal(demo_store):
+    """They printed a traceback (KeyError 'selected') on a terminal; in a pipe they were fine."""
+    for args, says in ((["prune", "--compact", "--dry-run"], "would remove 0 records"),
+                       (["prune", "--purge", "--dry-run"], "would remove 0 records"),
+                       (["prune", "--restore", "1", "--dry-run"], "would restore 1")):
+        code, shown, _ = on_terminal(args, demo_store)
+        assert code == 0 and says in shown and "Traceback" not in shown, shown

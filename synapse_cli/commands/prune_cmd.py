@@ -24,11 +24,17 @@ def _summary(report: dict) -> str:
         parts.append(f"protected: {len(prot.get('pinned', []))} pinned, "
                      f"{len(prot.get('unresolved', []))} unresolved")
     verb = "would trash" if report.get("dry_run") else "trashed"
-    n = len(report["selected"]) if report.get("dry_run") else len(report.get("trashed", []))
+    n = len(report.get("selected" if report.get("dry_run") else "trashed", []))
     if "policies" in report:
         parts.append(f"{verb} {n}")
     if "restored" in report:
         parts.append(f"restored {len(report['restored'])}")
+    if "restore" in report:  # a dry run's
+        parts.append(f"would restore {len(report['restore'])}")
+    if "would_remove" in report:
+        parts.append(f"would remove {len(report['would_remove'])} records for good"
+                     + (f" ({len(report['derived_nodes'])} derived semantic nodes among "
+                        f"them)" if report.get("derived_nodes") else ""))
     if report.get("compacted"):
         parts.append(f"{'purged' if report['purged'] else 'compacted'}: removed "
                      f"{report['removed_records']} records, reclaimed {report['bytes_reclaimed']} bytes")
@@ -153,6 +159,13 @@ def prune(
                 if compact or purge:
                     t = Table.of(w)
                     gone = set(t.ids[fl.is_tombstone(t.flags)].tolist()) | set(sel.selected)
+                    if purge:  # what the purge adds: the nodes derived from what goes
+                        derived, requeue = pr.derived_nodes(w, gone)
+                        report["derived_nodes"] = derived
+                        report["pinned_derived_nodes"] = [
+                            r for r in derived if fl.is_pinned(w.header(r).flags)]
+                        report["requeued_for_consolidation"] = requeue
+                        gone |= set(derived)
                     report["would_remove"] = sorted(int(x) for x in gone)
             else:
                 what = []
@@ -167,7 +180,8 @@ def prune(
                 report.update(pr.prune(w, policy, compact_after=compact, purge=purge,
                                        selection=sel))
     if report.get("pinned_derived_nodes"):
-        output.warn(f"synapse: purge removed {len(report['pinned_derived_nodes'])} pinned "
+        output.warn(f"synapse: purge {'would remove' if dry_run else 'removed'} "
+                    f"{len(report['pinned_derived_nodes'])} pinned "
                     "semantic node(s) derived from the purged records (they may quote them): "
                     + " ".join(map(str, report["pinned_derived_nodes"])))
     if json or not output.Out.stdout_is_tty():

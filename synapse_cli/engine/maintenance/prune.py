@@ -270,7 +270,7 @@ def store_bytes(path) -> int:
     return sum(file_sizes(path).values())
 
 
-def _derived_nodes(w: StoreWriter, removed: set[int]) -> tuple[list[int], list[int]]:
+def derived_nodes(w: Store, removed: set[int]) -> tuple[list[int], list[int]]:
     """Live semantic nodes derived from a removed record (it is among their `sources`, or an
     ABSTRACTION edge joins them): their name and description may quote the forgotten text, so
     purge removes them (FORMAT.md 14.3). Returns (nodes, their other live source episodes),
@@ -319,7 +319,7 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
     if purge:
         t = Table.of(w)
         removed = set(t.ids[fl.is_tombstone(t.flags)].tolist())
-        derived, requeue = _derived_nodes(w, removed)
+        derived, requeue = derived_nodes(w, removed)
         # Forgetting wins over a pin: a derived node may quote the purged text. Said, not silent.
         pinned_derived = [rid for rid in derived if fl.is_pinned(w.header(rid).flags)]
         # Requeue before trashing: each is its own commit, and a purge killed between them is
