@@ -422,7 +422,11 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
 
         with Store.open(resolve_store(store), derived=not skip_damaged) as s:
             return write(s, out if out is not None else sys.stdout.buffer)
-    path = Path(out)
+    path = _export_path(out)
+    if path is None:  # a FIFO or a device (/dev/stdout): written straight into, like a stream
+        with open(out, "wb") as f, Store.open(resolve_store(store),
+                                              derived=not skip_damaged) as s:
+            return write(s, f)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
     def attempt(s):  # mode 0600 like the store's own files: it holds every memory
@@ -438,6 +442,27 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
         tmp.unlink(missing_ok=True)
         raise
     return counts
+
+
+def _export_path(out) -> Path | None:
+    """The regular file `export` replaces atomically for `out` (through a symlink: its target),
+    or None when `out` is a FIFO or a device, which is written into, never replaced. A path
+    that cannot be a file is a ConfigError naming it."""
+    if not isinstance(out, (str, os.PathLike)) or not str(out):
+        raise ConfigError(f"out={out!r}: expected the path of the file to write", usage=True)
+    path = Path(out)
+    if path.exists() and not path.is_file():
+        if path.is_dir():
+            raise ConfigError(f"{out} is a directory: give the path of a file to write",
+                              usage=True)
+        return None
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")):  # /dev/stdout onto a file too
+        return None
+    path = path.resolve()  # a symlink is written through, not replaced
+    if not path.parent.is_dir():
+        raise ConfigError(f"cannot write {out}: the directory {path.parent} does not exist",
+                          usage=True)
+    return path
 
 
 def embedder_for(model_dir=None):
@@ -469,6 +494,9 @@ def import_store(source, store=None, *, where: str | None = None, embedder=None,
         if name == "-":
             parsed = parse_export(sys.stdin.buffer, where or "-")
         else:
+            if os.path.isdir(name):
+                raise ConfigError(f"{name} is a directory: give an export file (synapse export "
+                                  "--out FILE)", usage=True)
             with open(name, "rb") as f:
                 parsed = parse_export(f, where or name)
     else:

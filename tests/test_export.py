@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import REQUIRE_DATA, ROOT, assert_clean_failure, run_cli
+from conftest import REQUIRE_DATA, ROOT, SYNAPSE, assert_clean_failure, cli_env, run_cli
 from fakes_extractor import FakeExtractor
 from synapse_cli import api
 from synapse_cli.engine import portable
@@ -266,6 +268,40 @@ def test_cli_export_import_round_trip(built, tmp_path):
     summary = json.loads(r.stdout)
     counts = json.loads(out.read_text().splitlines()[0])["counts"]
     assert (summary["records"], summary["edges"]) == (counts["records"], counts["edges"])
+
+
+def test_export_out_writes_through_links_and_into_fifos_and_refuses_what_is_no_file(
+        built, tmp_path):
+    """--out replaced a symlink with a file (and, as root, /dev/stdout itself) and a FIFO with a
+    file its reader never saw; a directory, a missing directory or "" printed errno text or a
+    traceback. `export | head` exited 1."""
+    target, link = tmp_path / "target.jsonl", tmp_path / "link.jsonl"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    assert run_cli(["export", "--out", link], built[0]).returncode == 0
+    assert link.is_symlink() and target.read_text().startswith('{"format":"synapse-export"')
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with open(tmp_path / "read.jsonl", "wb") as sink:
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=sink)
+        assert run_cli(["export", "--out", fifo], built[0]).returncode == 0
+        reader.wait(timeout=60)
+    got = (tmp_path / "read.jsonl").read_text().splitlines()
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got[1:] == target.read_text().splitlines()[1:]  # the header holds the time
+    for out, says in (("", "path of the file"), (tmp_path, "is a directory"),
+                      (tmp_path / "nodir" / "x.jsonl", "does not exist")):
+        r = run_cli(["export", "--out", out], built[0])
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = run_cli(["import", tmp_path], tmp_path / "new")
+    assert r.returncode == 2 and "is a directory" in r.stderr
+    head = subprocess.run(f"{SYNAPSE} export | head -c 10", shell=True, capture_output=True,
+                          env=cli_env(built[0]), executable="/bin/bash")
+    assert head.stdout == b'{"format":'
+    piped = subprocess.run(f"{SYNAPSE} export | head -c 10; exit ${{PIPESTATUS[0]}}",
+                           shell=True, env=cli_env(built[0]), executable="/bin/bash",
+                           capture_output=True)
+    assert piped.returncode == 0 and not piped.stderr
 
 
 @pytest.mark.skipif(not os.environ.get(MPNET_ENV) and not os.environ.get(REQUIRE_DATA),

@@ -42,7 +42,7 @@ def export(
     from .. import api
 
     try:
-        counts = api.export(out if out not in (None, "-") else None, store_path(),
+        counts = api.export(out if out not in (None, "-") else _Stdout(), store_path(),
                             skip_damaged=skip_damaged)
     except CorruptStore as exc:
         raise UserError(str(exc), hint="`synapse export --skip-damaged` exports every intact "
@@ -61,3 +61,12 @@ def export(
         else:
             output.info(f"exported {counts['records']} records ({counts['nodes']} nodes) and "
                         f"{counts['edges']} edges to {out}")
+
+
+class _Stdout:
+    """stdout for the export stream, through output._write: `synapse export | head` ends
+    quietly with exit 0 like every other command, not exit 1 on a broken pipe."""
+
+    def write(self, data: bytes) -> int:
+        output._write(data)
+        return len(data)
