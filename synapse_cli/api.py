@@ -501,12 +501,15 @@ def import_store(source, store=None, *, where: str | None = None, embedder=None,
                 parsed = parse_export(f, where or name)
     else:
         parsed = parse_export(source, where or "input")
+    from .engine.store import check_creatable
+
     path = resolve_store(store)
     new_dir = not os.path.lexists(path)
-    empty_dir = not new_dir and path.is_dir() and not any(path.iterdir())
-    if not (new_dir or empty_dir or (path / mf.MANIFEST_NAME).exists()):
-        raise InputError(str(path), "exists and is not a synapse store: import into a new "
-                                    "directory, an empty one, or an empty store")
+    # no store yet: only an empty directory, or what an interrupted creation left, which a
+    # failed import clears again (an existing store is checked for records under the lock)
+    empty_dir = not new_dir and not os.path.lexists(path / mf.MANIFEST_NAME)
+    if empty_dir:
+        check_creatable(path)
     embedder = embedder or embedder_for(embedder_dir)
     try:
         with StoreWriter.open(path, lock_timeout=lock_timeout, create=True,

@@ -392,6 +392,19 @@ def test_a_store_that_lost_its_manifest_is_not_created_over(tmp_path):
         with open(fresh / name, "r+b") as f:
             f.truncate(16)
     assert ingest(fresh, b'{"text": "a"}\n').returncode == 0
+    # killed at the first rename of a creation: the edge log still under its temporary name
+    # (it was refused as "not empty"), by ingest and by import alike
+    export = tmp_path / "x.jsonl"
+    assert run_cli(["export", "--out", export], fresh).returncode == 0
+    for cmd in ("ingest", "import"):
+        left = tmp_path / f"left-{cmd}"
+        left.mkdir()
+        (left / "LOCK").touch()
+        (left / "payload.log").write_bytes((fresh / "payload.log").read_bytes()[:16])
+        (left / "edges.log.tmp").write_bytes((fresh / "edges.log").read_bytes()[:16])
+        r = ingest(left, b'{"text": "a"}\n') if cmd == "ingest" else \
+            run_cli(["import", export], left)
+        assert r.returncode == 0, r.stderr
 
 
 def test_the_store_path_and_the_config_file_must_be_what_they_claim(tmp_path):

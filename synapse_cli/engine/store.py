@@ -214,7 +214,7 @@ class StoreWriter(Store):
             # does not leave a LOCK file behind in it.
             if not create:
                 raise StoreNotFound("no MANIFEST: not a synapse store", str(path))
-            _check_empty(path)
+            check_creatable(path)
         mf.check_owner(path)  # before LOCK is created or anything is recovered in it
         lock = WriterLock(path, lock_timeout).acquire()
         try:
@@ -552,9 +552,10 @@ def read_retrying(path, fn, derived: bool = True):
     raise AssertionError("unreachable")
 
 
-def _check_empty(path: Path) -> None:
+def check_creatable(path: Path) -> None:
     """A new store is made only in a new or empty directory, or one holding what an interrupted
-    creation leaves (the LOCK, a MANIFEST.tmp, the empty payload and edge logs): `--store .` or
+    creation leaves (the LOCK, a MANIFEST.tmp, the payload and edge logs, or their *.tmp, holding
+    at most their file headers): `--store .` or
     SYNAPSE_HOME=$HOME must not turn a directory of the user's into a store, change its mode or
     have its *.tmp files removed, and a store whose MANIFEST was lost must not be created over
     (its records are still in its files)."""
@@ -565,10 +566,14 @@ def _check_empty(path: Path) -> None:
                          for e in os.scandir(path))
     except OSError as exc:
         raise StoreIOError(exc.strerror or str(exc), str(path)) from None
-    empty_logs = {(mf.PAYLOAD_NAME, mf.PAYLOAD_FILE_HEADER), (mf.EDGE_LOG_NAME,
-                                                              mf.EDGE_LOG_HEADER)}
-    left = [(n, size) for n, size in entries if n != LOCK_NAME
-            and not n.startswith(mf.MANIFEST_NAME) and (n, size) not in empty_logs]
+    headers = {mf.PAYLOAD_NAME: mf.PAYLOAD_FILE_HEADER, mf.EDGE_LOG_NAME: mf.EDGE_LOG_HEADER}
+    headers |= {f"{name}.tmp": size for name, size in headers.items()}  # fileio.atomic_replace
+
+    def leftover(name: str, size: int) -> bool:
+        return name == LOCK_NAME or name.startswith(mf.MANIFEST_NAME) \
+            or size <= headers.get(name, -1)
+
+    left = [(n, size) for n, size in entries if not leftover(n, size)]
     if any(mf.is_data_file(n) for n, _ in left):
         data = [n for n, _ in left if mf.is_data_file(n)]
         err = CorruptStore(f"no MANIFEST, but the data files of a store are here ({data[0]}"
