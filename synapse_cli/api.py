@@ -403,7 +403,8 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
     under that name; started again if a concurrent writer changed what was being read).
     Returns the header's counts. A damaged record raises CorruptStore, unless `skip_damaged`:
     then it is left out, with the edges that touch it, and named in the counts' `skipped`
-    ([{"id", "problem"}]); a lost or damaged graph, spike log or dormancy file is left out and
+    ([{"id", "problem"}]: the id as read from the damaged record, the problem naming its file
+    and row); a lost or damaged graph, spike log or dormancy file is left out and
     named in `lost` ([{"what", "problem"}]), the indexes are not needed: `import` rebuilds a
     healthy store from the rest."""
     from .engine.portable import damaged_records, write_export
@@ -413,8 +414,8 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
         if not skip_damaged:
             return write_export(s, f)
         damaged, lost = damaged_records(s), []
-        counts = write_export(s, f, frozenset(rid for rid, _ in damaged), lost)
-        return {**counts, "skipped": [{"id": rid, "problem": p} for rid, p in damaged],
+        counts = write_export(s, f, frozenset((k, row) for k, row, _, _ in damaged), lost)
+        return {**counts, "skipped": [{"id": rid, "problem": p} for _, _, rid, p in damaged],
                 "lost": [{"what": w, "problem": p} for w, p in lost]}
 
     if out is None or hasattr(out, "write"):

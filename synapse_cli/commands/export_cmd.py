@@ -49,7 +49,7 @@ def export(
                                        "record; `synapse import` makes a new store of them")
     skipped = counts.pop("skipped", [])
     for s in skipped:
-        output.warn(f"skipped damaged record {s['id']}: {s['problem']}")
+        output.warn(f"skipped a damaged record (id {s['id']} as read): {s['problem']}")
     lost = counts.pop("lost", [])
     for x in lost:
         output.warn(f"left out the {x['what']}: {x['problem']}")

@@ -81,23 +81,34 @@ def record_line(rid: int, h, body: dict, spikes: list | None, dormant: dict | No
     return line
 
 
-def damaged_records(store: Store) -> list[tuple[int, str]]:
-    """(id, problem) of every record whose header or body fails its checks (CRC, bounds):
-    what `export --skip-damaged` leaves out. A chunk that reads cleanly costs one pass."""
-    out = []
-    for seg in store.segments:
+def damaged_records(store: Store) -> list[tuple[int, int, int, str]]:
+    """(segment index, row, id as read, problem) of every record whose header or body fails
+    its checks (CRC, bounds, an id not above the last good one): what `export --skip-damaged`
+    leaves out. Rows are read by position, never through the id index (Store.ids), which a
+    damaged id would stop; a chunk that reads cleanly costs one pass."""
+    out, prev = [], 0
+    payload_bytes = store.manifest.payload.bytes
+
+    def read(seg, lo: int, hi: int, prev: int) -> None:
+        seg.check(lo, hi, prev_id=prev, payload_bytes=payload_bytes)
+        for row in range(lo, hi):
+            store.payload.read(int(seg.payload_offsets[row]), int(seg.payload_lengths[row]),
+                               int(seg.ids[row]))
+    for k, seg in enumerate(store.segments):
         for lo in range(0, seg.n, CHUNK):
-            ids = [int(i) for i in seg.ids[lo:min(seg.n, lo + CHUNK)]]
+            hi = min(seg.n, lo + CHUNK)
             try:
-                store.bodies(ids)
+                read(seg, lo, hi, prev)
+                prev = int(seg.ids[hi - 1])
                 continue
             except CorruptStore:
                 pass
-            for rid in ids:  # find which ones
+            for row in range(lo, hi):  # find which ones
                 try:
-                    store.bodies([rid])
+                    read(seg, row, row + 1, prev)
+                    prev = int(seg.ids[row])
                 except CorruptStore as exc:
-                    out.append((rid, str(exc)))
+                    out.append((k, row, int(seg.ids[row]), str(exc)))
     return out
 
 
@@ -113,12 +124,13 @@ def _derived(read, default, what: str, lost: list | None):
         return default
 
 
-def export_lines(store: Store, now_ms: int | None = None, skip: frozenset[int] = frozenset(),
+def export_lines(store: Store, now_ms: int | None = None, skip: frozenset = frozenset(),
                  lost: list | None = None) -> Iterator[dict]:
     """The export of a committed snapshot, line by line (header, records in id order, edges).
-    `skip`: record ids left out (damaged_records), with every edge that touches one. `lost`: a
-    rescue: the graph, spike trains or dormancy state that cannot be read are left out and
-    named there, the records are exported all the same."""
+    `skip`: (segment index, row) of records left out (damaged_records), with every edge that
+    does not join two records exported. `lost`: a rescue: the graph, spike trains or dormancy
+    state that cannot be read are left out and named there, the records are exported all the
+    same."""
     m = store.manifest
     g = _derived(store.graph, None, "edges", lost)
     spikes = _derived(lambda: _spike_trains(store), {}, "spike trains", lost)
@@ -132,36 +144,48 @@ def export_lines(store: Store, now_ms: int | None = None, skip: frozenset[int] =
         src = np.repeat(node_ids, np.diff(np.asarray(g.indptr, np.int64)))
         dst = node_ids[np.asarray(g.indices, np.int64)]
         types, weights = g.types, g.weights
-    dropped = np.asarray(sorted(skip), np.uint64)
-    edges = np.flatnonzero(~(np.isin(src, dropped) | np.isin(dst, dropped)))
+    kept = [np.array([(k, row) not in skip for row in range(seg.n)], bool) if skip
+            else np.ones(seg.n, bool) for k, seg in enumerate(store.segments)]
+    ids = np.concatenate([np.asarray(seg.ids)[keep] for seg, keep in zip(store.segments, kept)]
+                         or [np.zeros(0, np.uint64)])
+    edges = np.flatnonzero(np.isin(src, ids) & np.isin(dst, ids))
     n_nodes = 0
-    for seg in store.segments:
+    for seg, keep in zip(store.segments, kept):
         if seg.n:
             semantic = fl.memory_type_code(np.asarray(seg.headers["flags"])) \
                 == fl.MemoryType.SEMANTIC
-            n_nodes += int(np.count_nonzero(semantic & ~np.isin(seg.ids, dropped)))
+            n_nodes += int(np.count_nonzero(semantic & keep))
     yield {"format": FORMAT_NAME, "version": FORMAT_VERSION,
            "exported_at_ms": int(time.time() * 1000) if now_ms is None else now_ms,
            "store": {"embedder": m.embedder, "dim": m.dim, "header_version": m.header_version,
                      "store_id": m.store_id, "next_record_id": m.next_record_id},
-           "counts": {"records": store.count - len(skip), "nodes": n_nodes,
-                      "edges": len(edges)},
+           "counts": {"records": len(ids), "nodes": n_nodes, "edges": len(edges)},
            "dormancy": dorm_header}
-    for seg in store.segments:
+    prev = 0
+    for k, (seg, keep) in enumerate(zip(store.segments, kept)):
         for lo in range(0, seg.n, CHUNK):
             hi = min(seg.n, lo + CHUNK)
-            rows = [(int(rid), h) for rid, h in zip(seg.ids[lo:hi],
-                                                    array_to_headers(seg.headers[lo:hi]))
-                    if int(rid) not in skip]
-            bodies = store.bodies([rid for rid, _ in rows])  # checks each record's CRC
-            for (rid, h), body in zip(rows, bodies):
-                yield record_line(rid, h, body, spikes.get(rid), dorm.get(rid))
+            # every record checked (CRC, bounds, id order) by position, as damaged_records
+            # did: a whole chunk at once, one by one around a damaged one
+            if keep[lo:hi].all():
+                seg.check(lo, hi, prev_id=prev, payload_bytes=m.payload.bytes)
+                rows, checked = range(lo, hi), True
+            else:
+                rows, checked = [lo + i for i in np.flatnonzero(keep[lo:hi]).tolist()], False
+            for row in rows:
+                if not checked:
+                    seg.check(row, row + 1, prev_id=prev, payload_bytes=m.payload.bytes)
+                rid = prev = int(seg.ids[row])
+                body = store.payload.read(int(seg.payload_offsets[row]),
+                                          int(seg.payload_lengths[row]), rid)
+                yield record_line(rid, array_to_headers(seg.headers[row:row + 1])[0], body,
+                                  spikes.get(rid), dorm.get(rid))
     for k in edges:
         yield {"kind": "edge", "src": int(src[k]), "dst": int(dst[k]),
                "type": EDGE_TYPES[int(types[k])], "weight": float(weights[k])}
 
 
-def write_export(store: Store, out: IO[bytes], skip: frozenset[int] = frozenset(),
+def write_export(store: Store, out: IO[bytes], skip: frozenset = frozenset(),
                  lost: list | None = None) -> dict:
     """Write the export to a binary stream; returns the header's counts."""
     counts = {}
