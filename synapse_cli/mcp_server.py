@@ -126,7 +126,11 @@ class Memory:
         self._recaller = None
         self._models = threading.Lock()       # one load of each model
         self._reading = threading.Lock()      # recalls share one Recaller
-        self._consolidating = threading.Lock()
+        # The SDK runs tool calls in parallel threads, and each would open its own writer: the
+        # second of two remembers waited `mcp.write_wait` for the first, this server's own
+        # lock, and failed. So the writes of one server queue here; write_wait is only how
+        # long one waits for another process's writer (the cron job).
+        self.writing = threading.Lock()
         self.stopping = threading.Event()     # set on shutdown: a consolidation stops
 
     def settings(self):
@@ -169,7 +173,7 @@ class Memory:
                               "was cancelled")
 
         manifest.read_manifest(self.path, check_files=False)  # StoreNotFound before the model
-        with self._consolidating:
+        with self.writing:
             if self._extractor is None:
                 self._extractor = api.load_extractor(self.path)
             return api.run_consolidate(self.path, max_seconds=max_seconds, progress=progress,
@@ -179,10 +183,34 @@ class Memory:
     def write_wait(self) -> float:
         return self.settings()["mcp.write_wait"]
 
-    def close(self) -> None:
+    def close(self, wait: float = 30.0) -> None:
+        """Stop: a consolidation stops after its window; a write in progress gets up to `wait`
+        seconds to commit (after that the process may end under it: commits are atomic)."""
         self.stopping.set()
+        if self.writing.acquire(timeout=wait):
+            self.writing.release()
         if self._recaller is not None:
             self._recaller.close()
+
+
+class Embedded:
+    """The embedder with the vectors of `texts` computed up front (Embedder protocol): a large
+    `remember` runs the model before it takes the writer lock, so the lock, which the cron job
+    and this server's other writes wait for, is held to write only."""
+
+    def __init__(self, embedder, texts: list[str]):
+        self.name, self.dim, self._inner = embedder.name, embedder.dim, embedder
+        self._known = dict(zip(texts, embedder.encode(texts)))
+
+    def encode(self, texts: list[str]):
+        import numpy as np
+
+        missing = list(dict.fromkeys(t for t in texts if t not in self._known))
+        if missing:  # the store's ingest goal, or text the caller did not announce
+            self._known.update(zip(missing, self._inner.encode(missing)))
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack([self._known[t] for t in texts])
 
 
 class Stopped(Exception):
@@ -219,8 +247,19 @@ def build(path: Path):
         Returns one {id, status} per item: stored, duplicate (the same text with the same
         speaker, tags and time is already stored) or gated (dropped by the store's ingest goal). An invalid item stores
         nothing and the error names it."""
-        items = [{k: v for k, v in m.items() if v is not None} for m in memories]
-        results = api.ingest(items, path, embedder=mem.embedder(), lock_timeout=mem.write_wait())
+        from .engine.ingest import retrieval_text
+        from .engine.inputs import item_from_object
+
+        items = [item_from_object({k: v for k, v in m.items() if v is not None}, f"item {n}")
+                 for n, m in enumerate(memories, 1)]
+        if not items:
+            return {"results": [], "counts": {"stored": 0, "duplicate": 0, "gated": 0}}
+        # the model runs before the writer lock is taken: the lock is held to write only
+        embedder = Embedded(mem.embedder(), [retrieval_text(it) for it in items])
+        with mem.writing:
+            result = api.ingest_items(items, path, embedder=embedder,
+                                      lock_timeout=mem.write_wait())
+        results = [o.as_dict() for o in result.outcomes]
         counts = {s: sum(r["status"] == s for r in results)
                   for s in ("stored", "duplicate", "gated")}
         return {"results": results, "counts": counts}
@@ -271,8 +310,10 @@ def build(path: Path):
         memories are never forgotten (unpin first)."""
         if not ids and not query:
             raise api.InputError("forget", "give `ids` or `query`")
-        return api.prune(path, ids=ids or (), query=query, within=tags or (), dry_run=dry_run,
-                         purge=purge, embedder=mem.embedder(), lock_timeout=mem.write_wait())
+        with mem.writing:
+            return api.prune(path, ids=ids or (), query=query, within=tags or (),
+                             dry_run=dry_run, purge=purge, embedder=mem.embedder(),
+                             lock_timeout=mem.write_wait())
 
     @tool(writes)
     @_errors(ToolError)
@@ -280,20 +321,23 @@ def build(path: Path):
         """Take forgotten memories out of the trash (before a purge). Returns the restored
         and not_in_trash ids; an id the store does not hold (never stored, or purged) is an
         error and nothing is restored."""
-        return api.restore(ids, path, lock_timeout=mem.write_wait())
+        with mem.writing:
+            return api.restore(ids, path, lock_timeout=mem.write_wait())
 
     @tool(writes)
     @_errors(ToolError)
     def pin(ids: list[StrictInt]) -> dict:
         """Pin memories: they never fade and are never forgotten by policy. Returns each
         memory's flags under `results`."""
-        return {"results": api.mark(ids, path, pin=True, lock_timeout=mem.write_wait())}
+        with mem.writing:
+            return {"results": api.mark(ids, path, pin=True, lock_timeout=mem.write_wait())}
 
     @tool(writes)
     @_errors(ToolError)
     def unpin(ids: list[StrictInt]) -> dict:
         """Unpin memories: they fade and can be pruned again like any other."""
-        return {"results": api.mark(ids, path, pin=False, lock_timeout=mem.write_wait())}
+        with mem.writing:
+            return {"results": api.mark(ids, path, pin=False, lock_timeout=mem.write_wait())}
 
     @tool(read_only)
     @_errors(ToolError)

@@ -456,3 +456,40 @@ def test_forget_with_tags_touches_only_that_users_memories(tmp_path):
     assert dry["selected"] == [2] and [m["id"] for m in dry["query_matches"]] == [2]
     assert done["trashed"] == [2]
     assert [r["id"] for r in ana["results"]] == [1]
+
+
+def test_parallel_writes_of_one_server_queue_and_sigterm_ends_it_with_stdin_open(tmp_path):
+    """The SDK runs calls in parallel threads: three remembers at once each opened a writer, and
+    one failed on the server's own lock after `mcp.write_wait`; they now queue. SIGTERM said
+    "stopped" but the process waited for its stdin reader until the client closed stdin."""
+    store = tmp_path / "s"
+    proc = subprocess.Popen([SYNAPSE, "mcp"], env=dict(env_for(store), SYNAPSE_WRITE_WAIT="0.5"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        _reply(proc, 1)
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for n in range(3):  # sent together; each takes longer than write_wait
+            _rpc(proc, {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call", "params": {
+                "name": "remember", "arguments": {"memories": [
+                    {"text": f"note {n}-{k}: " + "the quarterly numbers look fine " * 12}
+                    for k in range(150)]}}})
+        replies = {}
+        while len(replies) < 3:  # in the order they finish
+            msg = json.loads(proc.stdout.readline())
+            replies[msg["id"]] = msg["result"]
+        results = [replies[10 + n] for n in range(3)]
+        assert not any(r.get("isError") for r in results), results
+        assert all(json.loads(r["content"][0]["text"])["counts"]["stored"] == 150
+                   for r in results)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)  # stdin still open
+        assert b"stopped" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert subprocess.run([SYNAPSE, "inspect", "verify"], env=env_for(store),
+                          capture_output=True).returncode == 0

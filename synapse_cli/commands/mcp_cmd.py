@@ -5,6 +5,7 @@ import ipaddress
 import os
 import signal
 import stat
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -60,7 +61,15 @@ def mcp(
     try:
         mcp_server.serve(path, address, token)
     except KeyboardInterrupt:
-        pass
+        output.warn("synapse mcp: stopped")
+        if address is None:
+            # The SDK's stdin reader thread is blocked in read() and is no daemon: Python would
+            # wait for it until the client closes stdin, however long. serve() has waited for
+            # the write in progress (Memory.close), and every commit is atomic: end here.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        return
     output.warn("synapse mcp: stopped")
 
 
