@@ -381,6 +381,14 @@ def _rpc(proc, msg: dict) -> None:
     proc.stdin.flush()
 
 
+def _initialize(proc) -> None:
+    _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+    _reply(proc, 1)
+    _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
 def _reply(proc, rid: int, timeout: float = 120) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -403,11 +411,7 @@ def test_a_cancelled_consolidate_frees_the_store_and_stdin_eof_ends_the_server(t
     proc = subprocess.Popen([SYNAPSE, "mcp"], env=env_for(store), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}})
-        _reply(proc, 1)
-        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _initialize(proc)
         _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "consolidate", "arguments": {"max_seconds": 3600}}})
         time.sleep(8)  # the model loaded, windows being extracted
@@ -467,11 +471,7 @@ def test_parallel_writes_of_one_server_queue_and_sigterm_ends_it_with_stdin_open
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}})
-        _reply(proc, 1)
-        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _initialize(proc)
         for n in range(3):  # sent together; each takes longer than write_wait
             _rpc(proc, {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call", "params": {
                 "name": "remember", "arguments": {"memories": [
