@@ -526,6 +526,21 @@ def check_store_files(store_dir: str | os.PathLike, m: Manifest, derived: bool =
         raise problems[0]
 
 
+MIGRATING_SUFFIX = ".migrating"  # a migration's converted copy (migration.py, section 9)
+
+
+def segment_path(store_dir: str | os.PathLike, m: Manifest, name: str) -> Path:
+    """Where a reader finds segment `name`: its file, or, while a migration intent names it and
+    the roll-forward has moved the original to `.bak` but not yet renamed the converted copy
+    (a migration killed in between; the next writer finishes it), that copy."""
+    path = Path(store_dir) / name
+    if m.migration and name in m.migration["files"] and not os.path.lexists(path):
+        copy = path.with_name(name + MIGRATING_SUFFIX)
+        if os.path.lexists(copy):
+            return copy
+    return path
+
+
 def store_file_problems(store_dir: str | os.PathLike, m: Manifest,
                         derived: bool = True) -> list[StoreError]:
     """The error of every named file that is missing, not a regular file or shorter than
@@ -543,7 +558,7 @@ def store_file_problems(store_dir: str | os.PathLike, m: Manifest,
         needed += _derived_files(m)
     problems: list[StoreError] = []
     for name, committed in needed:
-        p = store / name
+        p = segment_path(store, m, name)
         try:
             st = os.lstat(p)
         except FileNotFoundError:

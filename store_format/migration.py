@@ -24,7 +24,7 @@ from . import segments as sg
 from .errors import InvalidRecord, StoreError, StoreIOError
 from .fileio import fsync_dir
 
-SUFFIX = ".migrating"
+SUFFIX = mf.MIGRATING_SUFFIX
 BACKUP = ".bak"
 _CHUNK = 16_384  # records converted per batch: bounds memory on large segments
 

@@ -39,7 +39,8 @@ class Store:
         self.segments: list[sg.SegmentReader] = []
         for seg in manifest.segments:
             number = sg.segment_number(seg.file)
-            self.segments.append(sg.SegmentReader(self.path / seg.file, seg.records,
+            self.segments.append(sg.SegmentReader(mf.segment_path(self.path, manifest, seg.file),
+                                                  seg.records,
                                                   expected_dim=manifest.dim,
                                                   expected_number=number))
         self.payload = PayloadReader(self.path / manifest.payload.file, manifest.payload.bytes)

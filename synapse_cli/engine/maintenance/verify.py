@@ -117,8 +117,9 @@ def _verify(store_dir) -> Report:
     # the (healthy) edge log, so it only runs when every segment verified.
     prev_id, records, ids, segments_ok = 0, 0, [], True
     for s in m.segments:
+        path = mf.segment_path(store, m, s.file)  # mid migration: maybe its converted copy
         try:
-            info = sg.verify_segment(store / s.file, s.records, payload_bytes=m.payload.bytes,
+            info = sg.verify_segment(path, s.records, payload_bytes=m.payload.bytes,
                                      prev_id=prev_id, expected_dim=m.dim,
                                      expected_number=sg.segment_number(s.file))
         except StoreError as exc:
@@ -127,7 +128,7 @@ def _verify(store_dir) -> Report:
             continue
         prev_id = info.last_id
         records += info.records
-        ids.append(np.array(sg.SegmentReader(store / s.file, s.records).ids))
+        ids.append(np.array(sg.SegmentReader(path, s.records).ids))
         if info.header.header_version != m.header_version and not m.migration:
             report.problems.append(Problem(s.file, 10, "InvalidRecord",
                                            f"header version {info.header.header_version}, "
@@ -217,7 +218,7 @@ def _check_indexes(store: Path, m: mf.Manifest, report: Report,
 
 def _check_payload_owners(store: Path, m: mf.Manifest, s: mf.Segment, report: Report) -> None:
     """Every record's payload pointer must reach an entry that names the same record."""
-    r = sg.SegmentReader(store / s.file, s.records)
+    r = sg.SegmentReader(mf.segment_path(store, m, s.file), s.records)
     with PayloadReader(store / m.payload.file, m.payload.bytes) as payload:
         for i in range(r.n):
             payload.read(int(r.payload_offsets[i]), int(r.payload_lengths[i]), int(r.ids[i]))
