@@ -92,6 +92,29 @@ def named_files(m: "Manifest") -> set[str]:
 
 def is_data_file(name: str) -> bool:
     return any(r.fullmatch(name) for r in DATA_FILE_RES)
+
+
+def creation_leftover(name: str, size: int) -> bool:
+    """What a store creation killed before its MANIFEST leaves (section 1, Creation): the LOCK,
+    MANIFEST.tmp, the payload and edge logs or their .tmp holding at most their file headers."""
+    from .lock import LOCK_NAME
+
+    headers = {PAYLOAD_NAME: PAYLOAD_FILE_HEADER, EDGE_LOG_NAME: EDGE_LOG_HEADER}
+    headers |= {f"{n}.tmp": size for n, size in headers.items()}  # fileio.atomic_replace
+    return name == LOCK_NAME or name.startswith(MANIFEST_NAME) or size <= headers.get(name, -1)
+
+
+def lost_manifest(store_dir, entries: list[tuple[str, int]], doing: str) -> None:
+    """Raise CorruptStore when `entries` ((name, size) of a directory without a MANIFEST) hold
+    a store's data files beyond creation leftovers: a store that lost its MANIFEST, never an
+    empty place ("no store here") or a new one."""
+    data = sorted(n for n, size in entries if is_data_file(n) and not creation_leftover(n, size))
+    if data:
+        err = CorruptStore(f"no MANIFEST, but the data files of a store are here ({data[0]}"
+                           f"{f' and {len(data) - 1} more' if len(data) > 1 else ''}): "
+                           f"{doing}", str(Path(store_dir) / MANIFEST_NAME))
+        err.hint = "the MANIFEST names what they hold: restore it from a backup of the store"
+        raise err
 STORE_ID_RE = re.compile(r"[0-9a-f]{32}")
 HEADER_BYTES = {1: 32, 2: 48, 3: 64}  # record header size per header version (section 4)
 SEGMENT_FILE_HEADER = 64
@@ -430,6 +453,11 @@ def read_manifest(store_dir: str | os.PathLike, check_files: bool = True) -> Man
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
+        try:
+            entries = [(e.name, e.stat(follow_symlinks=False).st_size) for e in os.scandir(store)]
+        except OSError:
+            entries = []
+        lost_manifest(store, entries, "the store cannot be read without it")
         raise StoreNotFound("no MANIFEST: not a synapse store, or not initialised", str(path)) from None
     except OSError as exc:
         if os.path.islink(path):

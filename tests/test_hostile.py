@@ -579,3 +579,18 @@ def test_verify_names_every_missing_file_at_once(tmp_path):
     report = json.loads(r.stdout)
     assert sorted(p["file"] for p in report["problems"]) == ["bm25.log", "edges.log"]
     assert all(p["message"] == "named by MANIFEST but missing" for p in report["problems"])
+
+
+def test_read_commands_and_verify_say_a_store_lost_its_manifest(tmp_path):
+    """Without MANIFEST, verify exited 66 "not a synapse store" with no report, and recall
+    hinted that ingest creates a store (which it refuses to do over the data files)."""
+    store = tmp_path / "s"
+    assert ingest(store, b'{"text": "a"}\n{"text": "b"}\n').returncode == 0
+    (store / "MANIFEST").unlink()
+    r = run_cli(["inspect", "verify", "--json"], store)
+    report = json.loads(r.stdout)
+    assert r.returncode == 1 and not report["ok"]
+    assert "data files of a store are here" in report["problems"][0]["message"]
+    lines = assert_clean_failure(run_cli(["recall", "a"], store), 65)
+    assert "data files of a store are here" in lines[0] and "backup" in lines[1]
+    assert_clean_failure(run_cli(["recall", "a"], tmp_path / "nothing"), 66)  # no store at all

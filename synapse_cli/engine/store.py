@@ -555,33 +555,17 @@ def read_retrying(path, fn, derived: bool = True):
 
 def check_creatable(path: Path) -> None:
     """A new store is made only in a new or empty directory, or one holding what an interrupted
-    creation leaves (the LOCK, a MANIFEST.tmp, the payload and edge logs, or their *.tmp, holding
-    at most their file headers): `--store .` or
-    SYNAPSE_HOME=$HOME must not turn a directory of the user's into a store, change its mode or
-    have its *.tmp files removed, and a store whose MANIFEST was lost must not be created over
-    (its records are still in its files)."""
-    from store_format.lock import LOCK_NAME
-
+    creation leaves (mf.creation_leftover): `--store .` or SYNAPSE_HOME=$HOME must not turn a
+    directory of the user's into a store, change its mode or have its *.tmp files removed, and
+    a store whose MANIFEST was lost must not be created over (its records are still in its
+    files: mf.lost_manifest raises)."""
     try:
         entries = sorted((e.name, e.stat(follow_symlinks=False).st_size)
                          for e in os.scandir(path))
     except OSError as exc:
         raise StoreIOError(exc.strerror or str(exc), str(path)) from None
-    headers = {mf.PAYLOAD_NAME: mf.PAYLOAD_FILE_HEADER, mf.EDGE_LOG_NAME: mf.EDGE_LOG_HEADER}
-    headers |= {f"{name}.tmp": size for name, size in headers.items()}  # fileio.atomic_replace
-
-    def leftover(name: str, size: int) -> bool:
-        return name == LOCK_NAME or name.startswith(mf.MANIFEST_NAME) \
-            or size <= headers.get(name, -1)
-
-    left = [(n, size) for n, size in entries if not leftover(n, size)]
-    if any(mf.is_data_file(n) for n, _ in left):
-        data = [n for n, _ in left if mf.is_data_file(n)]
-        err = CorruptStore(f"no MANIFEST, but the data files of a store are here ({data[0]}"
-                           f"{f' and {len(data) - 1} more' if len(data) > 1 else ''}): not "
-                           "creating a new store over them", str(path))
-        err.hint = "the MANIFEST names what they hold: restore it from a backup of the store"
-        raise err
+    mf.lost_manifest(path, entries, "not creating a new store over them")
+    left = [(n, size) for n, size in entries if not mf.creation_leftover(n, size)]
     if left:
         raise NotAStoreDirectory(
             f"not a synapse store, and not empty (it holds {len(left)} file(s), {left[0][0]!r} "
