@@ -158,3 +158,22 @@ def test_a_node_a_later_episode_enriched_is_outside_an_earlier_window(tmp_path):
         for mode in MODES:
             assert node not in ids(mode, T0 + 10 * DAY), mode
         assert node in ids("vector", T0 + 100 * DAY)  # the whole story inside the window
+
+
+def test_bm25_statistics_stay_the_stores_under_a_filter(tmp_path):
+    """A filter chooses what is returned, not the corpus BM25 counts: over a user's two
+    memories "dentist" had IDF 0, so the exact match scored 0 and `--mode bm25` said "no
+    record" even without the gate (README: the statistics are shared across users)."""
+    store = tmp_path / "s"
+    api.ingest([{"text": "My dentist appointment is on Tuesday at 3pm", "tags": ["user:a"]},
+                {"text": "I like green tea in the morning", "tags": ["user:a"]},
+                {"text": "The dentist said to floss more", "tags": ["user:b"]},
+                {"text": "Our team standup moved to 9:30", "tags": ["user:b"]},
+                {"text": "Pick up the dry cleaning on Friday", "tags": ["user:b"]}],
+               store=store, embedder=EMB)
+    whole = api.recall("dentist appointment", store=store, embedder=EMB, mode="bm25",
+                       touch=False)
+    mine = api.recall("dentist appointment", store=store, embedder=EMB, mode="bm25",
+                      tags=["user:a"], gate=False, touch=False)
+    assert [r["id"] for r in mine["results"]] == [1]
+    assert mine["results"][0]["signals"]["bm25"] == whole["results"][0]["signals"]["bm25"] > 0

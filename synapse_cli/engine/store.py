@@ -200,9 +200,12 @@ class StoreWriter(Store):
     def open(cls, path: os.PathLike | str, lock_timeout: float = 30.0, create: bool = False,
              dim: int = DEFAULT_DIM, embedder: str = DEFAULT_EMBEDDER,
              header_version: int = 3) -> "StoreWriter":
-        from .arguments import real
+        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) \
+                or not lock_timeout >= 0:  # the API passes it through; inf: wait for ever
+            from .config import ConfigError
 
-        real(lock_timeout, "lock_timeout", 0.0)  # the API passes it through unchecked
+            raise ConfigError(f"lock_timeout={lock_timeout!r}: expected seconds >= 0",
+                              usage=True)
         path = Path(path)
         if os.path.lexists(path) and not path.is_dir():  # a file, a dangling or looping link
             raise NotAStoreDirectory("not a directory, so not a store", str(path))

@@ -71,7 +71,7 @@ def bm25_open(store: Store, cache: dict):
 
     if "bm25" not in cache:
         cache["bm25"] = BM25Index.open(store.path, store.manifest.bm25)
-        cache["bm25_live"] = None  # a fresh index has every record live
+        cache.pop("bm25_live", None)  # a fresh index has every record live
     return cache["bm25"]
 
 

@@ -34,28 +34,34 @@ class Signals:
     graph: tuple | None = None            # (indptr, indices, weights, types) the wave ran on
 
 
-def _bm25_index(store: Store, cache: dict, ids: np.ndarray, passed: np.ndarray):
-    """The store's BM25 index, opened once per snapshot (`cache` lives on the RecallArrays),
-    restricted to the records that passed the scan; its statistics are recomputed only when
-    that set changes from one query to the next."""
+def _bm25_index(store: Store, arrays: graphview.RecallArrays, until_ms: int | None = None):
+    """The store's BM25 index, opened once per snapshot (its cache lives on the RecallArrays),
+    its statistics (df, document count, avgdl) over the store as it was at `until_ms` (None:
+    now): every live record (not in the trash, not archived) formed by then, as `--as-of`
+    asks. Not over what a tag, type or `--since` filter lets through: a `--tag` of a user
+    with two memories made a word in one of them worth nothing (IDF 0), and one in both
+    negative, so the exact match scored 0 (README: the statistics are shared across users)."""
+    cache = arrays.cache
     index = bm25_open(store, cache)
-    live = None if passed.all() else passed
-    prev = cache["bm25_live"]
-    if not (live is None and prev is None) and not (
-            live is not None and prev is not None and np.array_equal(live, prev)):
-        index.set_live(None if live is None else ids[live].tolist())
-        cache["bm25_live"] = None if live is None else live.copy()
+    if cache.get("bm25_live", ()) != until_ms:
+        dead = fl.is_tombstone(arrays.flags)
+        if arrays.dormant is not None:
+            dead = dead | arrays.dormant
+        if until_ms is not None:
+            dead = dead | (arrays.timestamps > until_ms)
+        index.set_live(arrays.ids[~dead].tolist() if dead.any() else None)
+        cache["bm25_live"] = until_ms
     return index
 
 
-def _bm25(store: Store, query: str, ids: np.ndarray, passed: np.ndarray,
-          cache: dict | None = None, variant_weight: float = 0.0) -> np.ndarray:
+def _bm25(store: Store, query: str, arrays: graphview.RecallArrays, passed: np.ndarray,
+          until_ms: int | None = None, variant_weight: float = 0.0) -> np.ndarray:
     """BM25 score per record position (0 for records without postings or filtered out);
     `variant_weight`: see BM25Index.scores."""
+    ids, cache = arrays.ids, arrays.cache
     if store.manifest.bm25 is None:
         return np.zeros(len(ids), np.float64)
-    cache = {} if cache is None else cache
-    index = _bm25_index(store, cache, ids, passed)
+    index = _bm25_index(store, arrays, until_ms)
     docs, scores = index.scores(query, live_only=False,  # dead documents score 0
                                 variant_weight=variant_weight)
     if "bm25_pos" not in cache:  # document -> record position, once per snapshot
@@ -81,15 +87,14 @@ def _norm(x: np.ndarray) -> np.ndarray:
 
 
 def _word_scores(store: Store, query: str, record_ids: np.ndarray, arrays: graphview.RecallArrays,
-                 passed: np.ndarray, variant_weight: float) -> tuple[list[str], np.ndarray]:
+                 until_ms: int | None, variant_weight: float) -> tuple[list[str], np.ndarray]:
     """Each query word's BM25 share for each of `record_ids` (BM25Index.word_scores)."""
     if store.manifest.bm25 is None:
         from ...models.tokenize import tokenize
 
         words = sorted(set(tokenize(query)))
         return words, np.zeros((len(words), len(record_ids)))
-    return _bm25_index(store, arrays.cache, arrays.ids, passed).word_scores(query, record_ids,
-                                                                            variant_weight)
+    return _bm25_index(store, arrays, until_ms).word_scores(query, record_ids, variant_weight)
 
 
 def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
@@ -107,7 +112,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
     if arrays.dormant.any():  # archived nodes are out of the active graph (FORMAT.md 16)
         sim[arrays.dormant] = -np.inf
     passed = np.isfinite(sim)
-    bm25 = (_bm25(store, query, arrays.ids, passed, arrays.cache,
+    bm25 = (_bm25(store, query, arrays, passed, cfg.until_ms,
                   cfg.variant_weight if cfg.mode == "synapse" else 0.0)
             if cfg.mode != "vector" else np.zeros(len(sim)))
     n = len(sim)

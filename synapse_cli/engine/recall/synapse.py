@@ -417,7 +417,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
                              depth_ids.tolist()))
             verdict = attribution.check(
                 query, a_bodies, lambda q: _word_scores(store, q, depth_ids, arrays,
-                                                        np.isfinite(sig.sim), cfg.variant_weight),
+                                                        cfg.until_ms, cfg.variant_weight),
                 cfg.attribution_depth, cfg.tau_attribution, order, cfg.restatements,
                 cfg.attribution_content, cfg.addressed, cfg.mentioned)
             rejected = verdict is not None and not verdict.passed
