@@ -120,3 +120,23 @@ def test_cli_table_on_a_terminal(store):
     assert code == 0
     assert "id" in screen and "memory" in screen and "Note 11" in screen
     assert "next page: --after" in screen and "{" not in screen
+
+
+def test_a_window_lists_the_nodes_recall_would_and_no_node_that_knows_later(store):
+    """A semantic node is in a window only when every episode it links is (its text holds what
+    they all said); `list` checked the node's own time and showed nodes recall leaves out."""
+    from synapse_cli.engine import graphview
+    from synapse_cli.engine.store import Store
+
+    until = T0 + 5 * DAY
+    listed = set(ids(api.list_memories(store, limit=1000, types=["semantic"],
+                                       until_ms=until)))
+    with Store.open(store) as s:
+        arrays = graphview.build(s)
+        semantic = [int(i) for i, sem in zip(arrays.ids, arrays.semantic()) if sem]
+        later = {int(arrays.ids[p]) for p in
+                 arrays.reaching_outside(0, until).nonzero()[0]}
+    assert later and not listed & later  # the nodes that also know days 6-11 are not listed
+    recalled = api.recall("Ana Bruno Lisbon Project Kite", store=store, types=["semantic"],
+                          until_ms=until, gate=False, touch=False, k=1000)
+    assert {r["id"] for r in recalled["results"]} <= listed <= set(semantic)

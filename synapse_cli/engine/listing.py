@@ -90,6 +90,14 @@ def list_memories(store: Store, q: ListQuery) -> dict:
         mask &= ts >= q.since_ms
     if q.until_ms is not None:
         mask &= ts <= q.until_ms
+    if (q.since_ms is not None or q.until_ms is not None) \
+            and (fl.memory_type_code(flags[mask]) == fl.MemoryType.SEMANTIC).any():
+        # recall's window rule: a node is in a window only when every record it links is
+        # (its text holds what they all said: "finished in 3:52" is not June's)
+        from .graphview import build
+
+        t_max = q.until_ms if q.until_ms is not None else 2**63 - 1
+        mask &= ~build(store).reaching_outside(q.since_ms or 0, t_max)
     if q.tags:
         mask &= tag_mask(store, q.tags, candidates=mask.copy())
     total = int(np.count_nonzero(mask))
