@@ -120,13 +120,10 @@ def _checked_duplicate(w: StoreWriter, index_file, index: np.ndarray, i: int,
 def item_tags(item: Item) -> frozenset[str]:
     """The normalised tags the record of `item` will carry (filters.exact_tags of its body):
     its own tags and its speaker:, session: and source:."""
-    from store_format.tags import normalize_tag
+    from .filters import exact_tags
 
-    tags = {normalize_tag(t) for t in item.tags}
-    for key in ("speaker", "session", "source"):
-        if getattr(item, key):
-            tags.add(normalize_tag(f"{key}:{getattr(item, key)}"))
-    return frozenset(tags)
+    return frozenset(exact_tags({"tags": item.tags, "speaker": item.speaker,
+                                 "session": item.session, "source": item.source}))
 
 
 def _stored_statement(w: StoreWriter, index_file, index: np.ndarray, entries, digest: bytes,

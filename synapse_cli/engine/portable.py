@@ -172,14 +172,14 @@ def export_lines(store: Store, now_ms: int | None = None, skip: frozenset = froz
                 rows, checked = range(lo, hi), True
             else:
                 rows, checked = [lo + i for i in np.flatnonzero(keep[lo:hi]).tolist()], False
+            headers = array_to_headers(seg.headers[lo:hi])
             for row in rows:
                 if not checked:
                     seg.check(row, row + 1, prev_id=prev, payload_bytes=m.payload.bytes)
                 rid = prev = int(seg.ids[row])
                 body = store.payload.read(int(seg.payload_offsets[row]),
                                           int(seg.payload_lengths[row]), rid)
-                yield record_line(rid, array_to_headers(seg.headers[row:row + 1])[0], body,
-                                  spikes.get(rid), dorm.get(rid))
+                yield record_line(rid, headers[row - lo], body, spikes.get(rid), dorm.get(rid))
     for k in edges:
         yield {"kind": "edge", "src": int(src[k]), "dst": int(dst[k]),
                "type": EDGE_TYPES[int(types[k])], "weight": float(weights[k])}
