@@ -94,3 +94,29 @@ def test_a_symlink_planted_where_a_file_will_be_created_is_refused(tmp_path, nam
         assert "symlink" in lines[0], (args, lines)
     assert target.read_bytes() == b"precious"
     assert dir_digest(store) == before
+
+
+def test_a_segment_the_os_will_not_let_us_rewrite_is_named_not_a_raw_errno(tmp_path,
+                                                                          monkeypatch):
+    """`mark` and `prune --id` rewrite flag bytes in place; a read-only segment file (chmod 400
+    under a writable directory) gave a bare "[Errno 13] Permission denied". The refusal is
+    simulated: as root, chmod alone does not refuse."""
+    import errno
+
+    from synapse_cli import api
+    from synapse_cli.engine import store as store_mod
+    from synapse_cli.models.fake import FakeEmbedder
+
+    path = tmp_path / "s"
+    api.ingest(["one note", "another note"], store=path, embedder=FakeEmbedder(384))
+    real_open = os.open
+
+    def refuse(p, flags, *a, **k):
+        if str(p).endswith(".dat") and flags & os.O_RDWR:
+            raise PermissionError(errno.EACCES, "Permission denied", str(p))
+        return real_open(p, flags, *a, **k)
+    monkeypatch.setattr(store_mod.os, "open", refuse)
+    with pytest.raises(api.StoreError) as info:
+        api.mark([1], store=path, pin=True)
+    assert "cannot rewrite records in place: Permission denied" in str(info.value)
+    assert "seg-000001.dat" in str(info.value) and info.value.hint

@@ -327,7 +327,7 @@ class StoreWriter(Store):
                                                      self._payloads().length))
         data = sg.pack_record(h, q, int(record_id), off, length, version)
         path = self.path / self.manifest.segments[seg].file
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        fd = _open_for_rewrite(path)
         try:
             sg.rewrite_record(fd, row, data, str(path))
             os.fsync(fd)
@@ -357,7 +357,7 @@ class StoreWriter(Store):
             reader = self.segments[seg]
             version = reader.header.header_version
             path = self.path / self.manifest.segments[seg].file
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            fd = _open_for_rewrite(path)
             try:
                 for row in rows:
                     rec = reader.records[row]
@@ -400,7 +400,7 @@ class StoreWriter(Store):
             raw[:, 31] = new
             raw[:, -4:] = sg._crc_rows(raw).astype("<u4").view(np.uint8).reshape(-1, 4)
             path = self.path / self.manifest.segments[seg].file
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            fd = _open_for_rewrite(path)
             try:
                 for row, data in zip(idx.tolist(), raw):
                     sg.rewrite_record(fd, row, data.tobytes(), str(path))
@@ -554,6 +554,17 @@ def read_retrying(path, fn, derived: bool = True):
         finally:
             store.close()
     raise AssertionError("unreachable")
+
+
+def _open_for_rewrite(path: Path) -> int:
+    """A segment opened to rewrite records in place (flags, recall counts): the OS's refusal
+    as a StoreIOError naming the file, not a raw "[Errno 13]"."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError as exc:
+        err = StoreIOError(f"cannot rewrite records in place: {exc.strerror or exc}", str(path))
+        err.hint = "the store's files must be writable by this user (see `ls -l` of the store)"
+        raise err from None
 
 
 def check_creatable(path: Path) -> None:
