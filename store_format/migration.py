@@ -52,7 +52,7 @@ def plan(store_dir, m: mf.Manifest, to_version: int) -> Plan:
     versions, records, loses = set(), 0, {"arousal": 0, "storage_strength": 0}
     before = after = 0
     for s in m.segments:
-        r = sg.SegmentReader(store / s.file, s.records, expected_dim=m.dim)
+        r = sg.SegmentReader(mf.segment_path(store, m, s.file), s.records, expected_dim=m.dim)
         v = r.header.header_version
         versions.add(v)
         records += r.n

@@ -17,6 +17,7 @@ Errors are exceptions: `InputError` (a bad item), `ConfigError`, `ModelNotFound`
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Iterable
 
@@ -246,10 +247,30 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
     with opened as w:
         _require_records(w, policy.ids)
+        if policy.within and (compact or purge):
+            _trash_within(w, policy.within)
         sel = pr.select(w, policy, embedder) if policy.active() else pr.Selection()
         if dry_run:
             return {"dry_run": True, **(sel.as_dict() if policy.active() else {})}
         return pr.prune(w, policy, compact_after=compact, purge=purge, selection=sel)
+
+
+def _trash_within(w, within) -> None:
+    """`compact` and `purge` empty the whole trash: with a scope (`within`), refuse while the
+    trash holds a record outside it, which would be lost for good for another user."""
+    import numpy as np
+
+    from store_format import flags as fl
+
+    from .engine.filters import tag_mask
+    from .engine.maintenance.prune import Table
+
+    trashed = fl.is_tombstone(Table.of(w).flags)
+    outside = trashed & ~tag_mask(w, within)
+    if outside.any():
+        raise InputError("within", f"compact and purge empty the whole trash, and "
+                                   f"{int(np.count_nonzero(outside))} record(s) in it are "
+                                   f"outside {list(within)}: restore or purge those first")
 
 
 def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:
@@ -385,8 +406,9 @@ def list_memories(store=None, *, types: Iterable[str] = (), tags: Iterable[str] 
     from .engine.store import read_retrying
 
     # the same checks as recall's filters (a bare string, an unknown type, a backwards window)
+    types, tags = a.strings(types, "types"), a.tags(tags, "tags")  # an iterator is read once
     check_filters(SimpleNamespace(types=types, tags=tags, since_ms=since_ms, until_ms=until_ms))
-    q = ListQuery(tuple(types), tuple(tags), since_ms, until_ms, a.flag(trashed, "trashed"),
+    q = ListQuery(types, tags, since_ms, until_ms, a.flag(trashed, "trashed"),
                   a.integer(limit, "limit", 1),
                   None if after is None else a.record_id(after, "after"))
 
@@ -452,12 +474,13 @@ def _export_path(out) -> Path | None:
     if not isinstance(out, (str, os.PathLike)) or not str(out):
         raise ConfigError(f"out={out!r}: expected the path of the file to write", usage=True)
     path = Path(out)
-    if path.exists() and not path.is_file():
-        if path.is_dir():
-            raise ConfigError(f"{out} is a directory: give the path of a file to write",
-                              usage=True)
-        return None
-    if os.path.abspath(path).startswith(("/dev/", "/proc/")):  # /dev/stdout onto a file too
+    try:
+        mode = os.stat(path).st_mode  # through links: /dev/stdout is a pipe, a tty or a file
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise ConfigError(f"{out} is a directory: give the path of a file to write", usage=True)
+    if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
         return None
     path = path.resolve()  # a symlink is written through, not replaced
     if not path.parent.is_dir():
@@ -508,7 +531,7 @@ def import_store(source, store=None, *, where: str | None = None, embedder=None,
     new_dir = not os.path.lexists(path)
     # no store yet: only an empty directory, or what an interrupted creation left, which a
     # failed import clears again (an existing store is checked for records under the lock)
-    empty_dir = not new_dir and not os.path.lexists(path / mf.MANIFEST_NAME)
+    empty_dir = path.is_dir() and not os.path.lexists(path / mf.MANIFEST_NAME)
     if empty_dir:
         check_creatable(path)
     embedder = embedder or embedder_for(embedder_dir)

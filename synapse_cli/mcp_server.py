@@ -302,7 +302,8 @@ def build(path: Path):
         """Forget memories by id, or those that match `query` (similarity above 0.45).
 
         `tags` limits it to memories carrying every one of them (e.g. ["user:bob"]: nothing
-        of another user is forgotten or shown; ids outside are listed under `out_of_scope`).
+        of another user is forgotten or shown; ids outside are listed under `out_of_scope`;
+        `purge` then refuses while another user's memories are in the trash).
         By default they go to the trash: recall ignores them and `restore` brings them back.
         Call with `dry_run: true` first to see what would go (`selected`, and `query_matches`
         with each match's text). `purge: true` deletes them and every copy for good (the

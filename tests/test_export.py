@@ -295,6 +295,18 @@ def test_export_out_writes_through_links_and_into_fifos_and_refuses_what_is_no_f
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = run_cli(["import", tmp_path], tmp_path / "new")
     assert r.returncode == 2 and "is a directory" in r.stderr
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    r = run_cli(["import", target], a_file)  # a store path that is a file
+    assert r.returncode not in (0, 70) and "not a directory" in r.stderr.lower(), r.stderr
+    assert a_file.read_text() == "x"
+    if Path("/dev/shm").is_dir():  # a regular file under /dev is no stream: atomic, 0600
+        shm = Path("/dev/shm") / f"synapse-test-{os.getpid()}.jsonl"
+        try:
+            assert run_cli(["export", "--out", shm], built[0]).returncode == 0
+            assert shm.stat().st_mode & 0o777 == 0o600
+        finally:
+            shm.unlink(missing_ok=True)
     head = subprocess.run(f"{SYNAPSE} export | head -c 10", shell=True, capture_output=True,
                           env=cli_env(built[0]), executable="/bin/bash")
     assert head.stdout == b'{"format":'

@@ -140,3 +140,10 @@ def test_a_window_lists_the_nodes_recall_would_and_no_node_that_knows_later(stor
     recalled = api.recall("Ana Bruno Lisbon Project Kite", store=store, types=["semantic"],
                           until_ms=until, gate=False, touch=False, k=1000)
     assert {r["id"] for r in recalled["results"]} <= listed <= set(semantic)
+
+
+def test_filters_given_as_iterators_are_applied(store):
+    """check_filters read a generator of tags first, and the listing then had none."""
+    tagged = ids(api.list_memories(store, limit=1000, tags=["work"]))
+    assert tagged and ids(api.list_memories(store, limit=1000,
+                                            tags=(t for t in ["work"]))) == tagged

@@ -203,6 +203,7 @@ def test_crash_at_each_step_of_the_protocol(tmp_path, stage):
     # .bak and .migrating names, and every read command failed with "missing" until one did
     before = read_state(path)
     assert np.array_equal(before.ids, orig.ids) and verify(path).ok
+    assert migration.plan(path, mf.read_manifest(path), 1).records == 900  # migrate --dry-run
     got = assert_recovered(path, orig, 3, 1)
     assert got == (3 if stage == "converted" else 1)
 

@@ -527,6 +527,12 @@ def test_a_scope_keeps_a_forget_to_one_users_memories(tmp_path):
     assert out["trashed"] == [2] and out["out_of_scope"] == [1]
     ana = api.recall("What is the password hint?", store=store, tags=["user:ana"], touch=False)
     assert [r["id"] for r in ana["results"]] == [1]
+    # purge empties the whole trash: with another user's record in it, a scoped purge refuses
+    api.prune(store, ids=[1])
+    with pytest.raises(api.InputError, match="outside"):
+        api.prune(store, ids=[2], within=["user:bob"], purge=True)
+    assert api.restore([1], store=store)["restored"] == [1]
+    assert api.prune(store, within=["user:bob"], purge=True)["removed_ids"] == [2]
 
 
 def _purge_state(p) -> tuple:
