@@ -594,3 +594,26 @@ def test_a_purge_killed_between_its_writes_ends_where_an_uninterrupted_one_does(
         pr.compact(w, purge=True)
     assert _purge_state(killed) == _purge_state(whole)
     assert verify(killed).ok
+
+
+def test_a_compaction_the_os_refuses_is_named_and_changes_nothing(tmp_path, monkeypatch):
+    """A store directory without write access: compaction cannot create its new files; the
+    error was a bare "[Errno 13]". The refusal is simulated (as root chmod does not refuse)."""
+    import errno
+
+    from store_format.errors import StoreIOError
+    from synapse_cli import api
+
+    store = tmp_path / "st"
+    api.ingest(["one note", "another note"], store=store, embedder=FakeEmbedder(384))
+    api.prune(store, ids=[1])
+    before = dir_digest(store)
+
+    def refuse(path, *a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path / "payload-2.log"))
+    monkeypatch.setattr(pr.compaction, "compact", refuse)
+    with pytest.raises(StoreIOError) as info:
+        api.prune(store, compact=True)
+    assert "cannot write the compacted store: Permission denied" in str(info.value)
+    assert "write access to the store directory" in info.value.hint
+    assert dir_digest(store) == before

@@ -350,8 +350,17 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
             return new if new != body else None
 
     w.close_writers()
-    res = compaction.compact(w.path, w.manifest, transform_body=transform,
-                             rewriters=[compact_files])
+    try:
+        res = compaction.compact(w.path, w.manifest, transform_body=transform,
+                                 rewriters=[compact_files])
+    except PermissionError as exc:  # nothing is committed: the store is as it was
+        from store_format.errors import StoreIOError
+
+        err = StoreIOError(f"cannot write the compacted store: {exc.strerror}",
+                           exc.filename or str(w.path))
+        err.hint = ("compaction writes new files beside the old ones: it needs write access "
+                    "to the store directory")
+        raise err from None
     scrubbed = compaction.scrub(w.path) if purge else []
     w.manifest = w._pending = res.manifest
     w.refresh()
