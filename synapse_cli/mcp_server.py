@@ -231,6 +231,13 @@ def build(path: Path):
         """Register a tool; its description is the docstring, dedented for the model."""
         def register(fn):
             server.add_tool(fn, description=inspect.cleandoc(fn.__doc__), annotations=annotations)
+            # An unknown argument is an error, as an unknown flag is on the command line (the
+            # SDK's argument model ignores it: `{"query": .., "tag": [..]}` recalled unfiltered)
+            t = server._tool_manager.get_tool(fn.__name__)
+            model = t.fn_metadata.arg_model
+            model.model_config["extra"] = "forbid"
+            model.model_rebuild(force=True)
+            t.parameters = model.model_json_schema(by_alias=True)
             return fn
         return register
 

@@ -355,7 +355,9 @@ def test_remember_takes_the_whole_input_schema_and_refuses_unknown_fields(tmp_pa
                    await c.call_tool("forget", {"ids": [True]}),
                    await c.call_tool("forget", {"ids": ["1"]}),
                    await c.call_tool("pin", {"ids": [1.0]}),
-                   await c.call_tool("recall", {"query": "passport", "explain": "yes"})]
+                   await c.call_tool("recall", {"query": "passport", "explain": "yes"}),
+                   # an unknown argument is an error: "tag" for "tags" recalled unfiltered
+                   await c.call_tool("recall", {"query": "passport", "tag": ["user:x"]})]
             # a session number and a float timestamp are read as the ingest schema reads them
             num = data(await c.call_tool("remember", {"memories": [
                 {"text": "passport photos taken", "session": 3, "timestamp": 1.7e12}]}))
