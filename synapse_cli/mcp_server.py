@@ -232,7 +232,8 @@ def build(path: Path):
         def register(fn):
             server.add_tool(fn, description=inspect.cleandoc(fn.__doc__), annotations=annotations)
             # An unknown argument is an error, as an unknown flag is on the command line (the
-            # SDK's argument model ignores it: `{"query": .., "tag": [..]}` recalled unfiltered)
+            # SDK's argument model ignores it: `{"query": .., "tag": [..]}` recalled unfiltered).
+            # _tool_manager is the SDK's own attribute: tests/test_mcp.py fails if it moves.
             t = server._tool_manager.get_tool(fn.__name__)
             model = t.fn_metadata.arg_model
             model.model_config["extra"] = "forbid"
