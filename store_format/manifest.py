@@ -94,6 +94,16 @@ def is_data_file(name: str) -> bool:
     return any(r.fullmatch(name) for r in DATA_FILE_RES)
 
 
+STORE_ID_RE = re.compile(r"[0-9a-f]{32}")
+HEADER_BYTES = {1: 32, 2: 48, 3: 64}  # record header size per header version (section 4)
+SEGMENT_FILE_HEADER = 64
+RECORD_TRAILER = 24
+MAX_SEGMENT_RECORDS = 262_144
+PAYLOAD_FILE_HEADER = 16
+EDGE_LOG_HEADER = 16
+EDGE_ENTRY_SIZE = 32
+
+
 def creation_leftover(name: str, size: int) -> bool:
     """What a store creation killed before its MANIFEST leaves (section 1, Creation): the LOCK,
     MANIFEST.tmp, the payload and edge logs or their .tmp holding at most their file headers."""
@@ -115,14 +125,6 @@ def lost_manifest(store_dir, entries: list[tuple[str, int]], doing: str) -> None
                            f"{doing}", str(Path(store_dir) / MANIFEST_NAME))
         err.hint = "the MANIFEST names what they hold: restore it from a backup of the store"
         raise err
-STORE_ID_RE = re.compile(r"[0-9a-f]{32}")
-HEADER_BYTES = {1: 32, 2: 48, 3: 64}  # record header size per header version (section 4)
-SEGMENT_FILE_HEADER = 64
-RECORD_TRAILER = 24
-MAX_SEGMENT_RECORDS = 262_144
-PAYLOAD_FILE_HEADER = 16
-EDGE_LOG_HEADER = 16
-EDGE_ENTRY_SIZE = 32
 
 
 class Segment(NamedTuple):
@@ -454,7 +456,7 @@ def read_manifest(store_dir: str | os.PathLike, check_files: bool = True) -> Man
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         try:
-            entries = [(e.name, e.stat(follow_symlinks=False).st_size) for e in os.scandir(store)]
+            entries = list(fileio.file_sizes(store).items())
         except OSError:
             entries = []
         lost_manifest(store, entries, "the store cannot be read without it")

@@ -248,29 +248,11 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     with opened as w:
         _require_records(w, policy.ids)
         if policy.within and (compact or purge):
-            _trash_within(w, policy.within)
+            pr.check_scoped_compaction(w, policy.within)
         sel = pr.select(w, policy, embedder) if policy.active() else pr.Selection()
         if dry_run:
             return {"dry_run": True, **(sel.as_dict() if policy.active() else {})}
         return pr.prune(w, policy, compact_after=compact, purge=purge, selection=sel)
-
-
-def _trash_within(w, within) -> None:
-    """`compact` and `purge` empty the whole trash: with a scope (`within`), refuse while the
-    trash holds a record outside it, which would be lost for good for another user."""
-    import numpy as np
-
-    from store_format import flags as fl
-
-    from .engine.filters import tag_mask
-    from .engine.maintenance.prune import Table
-
-    trashed = fl.is_tombstone(Table.of(w).flags)
-    outside = trashed & ~tag_mask(w, within)
-    if outside.any():
-        raise InputError("within", f"compact and purge empty the whole trash, and "
-                                   f"{int(np.count_nonzero(outside))} record(s) in it are "
-                                   f"outside {list(within)}: restore or purge those first")
 
 
 def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:

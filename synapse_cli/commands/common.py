@@ -84,16 +84,10 @@ def lock_timeout() -> float:
 
 def check_tags(tags) -> None:
     """An empty --tag, or an empty name in a speaker:/session:/source: tag (a script's unset
-    $NAME), would match nothing or everything, silently: refuse it."""
-    from store_format.tags import normalize_tag
+    $NAME), would match nothing or everything, silently: refuse it (exit 2)."""
+    from ..engine.arguments import tags as check
 
-    from ..engine.inputs import RESERVED_TAG_PREFIXES
-
-    for t in tags:
-        if not t.strip():
-            raise UserError("--tag: empty tag", code=USAGE)
-        if normalize_tag(t) in RESERVED_TAG_PREFIXES:
-            raise UserError(f"--tag {t!r}: no name after the colon", code=USAGE)
+    check(tags, "--tag")
 
 
 def confirm_destructive(what: str, yes: bool) -> None:

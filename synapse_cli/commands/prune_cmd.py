@@ -160,11 +160,9 @@ def prune(
                     t = Table.of(w)
                     gone = set(t.ids[fl.is_tombstone(t.flags)].tolist()) | set(sel.selected)
                     if purge:  # what the purge adds: the nodes derived from what goes
-                        derived, requeue = pr.derived_nodes(w, gone)
-                        report["derived_nodes"] = derived
-                        report["pinned_derived_nodes"] = [
-                            r for r in derived if fl.is_pinned(w.header(r).flags)]
-                        report["requeued_for_consolidation"] = requeue
+                        derived, pinned, requeue = pr.purge_targets(w, gone)
+                        report.update(derived_nodes=derived, pinned_derived_nodes=pinned,
+                                      requeued_for_consolidation=requeue)
                         gone |= set(derived)
                     report["would_remove"] = sorted(int(x) for x in gone)
             else:

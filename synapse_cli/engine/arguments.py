@@ -44,23 +44,30 @@ def strings(value, name: str) -> tuple[str, ...]:
 
 
 def tags(value, name: str = "tags") -> tuple[str, ...]:
-    """A tag filter: a list of non-empty tags of valid text (no NUL, no lone surrogate), none
-    a bare "speaker:", "session:" or "source:" (which would match nothing)."""
+    """A tag filter: a list of non-empty tags of valid text (inputs._text: no NUL, no lone
+    surrogate), none a bare "speaker:", "session:" or "source:" (which would match nothing)."""
     from store_format.tags import normalize_tag
 
-    from .inputs import RESERVED_TAG_PREFIXES
+    from .inputs import RESERVED_TAG_PREFIXES, InputError, _text
 
     out = strings(value, name)
     for t in out:
-        if "\x00" in t or not normalize_tag(t):
-            raise _bad(name, value, "a list of non-empty tags")
         try:
-            t.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _bad(name, value, "tags of valid Unicode (no lone surrogate)") from None
+            _text(t, name, name)
+        except InputError as exc:
+            raise ConfigError(f"{name} {t!r}: {exc.reason}", usage=True) from None
+        if not normalize_tag(t):
+            raise ConfigError(f"{name}: empty tag", usage=True)
         if normalize_tag(t) in RESERVED_TAG_PREFIXES:
-            raise ConfigError(f"tag {t!r} has no name after the colon", usage=True)
+            raise ConfigError(f"{name} {t!r}: no name after the colon", usage=True)
     return out
+
+
+def seconds(value, name: str) -> float:
+    """A wait in seconds: a number >= 0, infinity included (wait for ever)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise _bad(name, value, "seconds >= 0")
+    return float(value)
 
 
 def flag(value, name: str, optional: bool = False) -> bool | None:

@@ -200,12 +200,9 @@ class StoreWriter(Store):
     def open(cls, path: os.PathLike | str, lock_timeout: float = 30.0, create: bool = False,
              dim: int = DEFAULT_DIM, embedder: str = DEFAULT_EMBEDDER,
              header_version: int = 3) -> "StoreWriter":
-        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) \
-                or not lock_timeout >= 0:  # the API passes it through; inf: wait for ever
-            from .config import ConfigError
+        from .arguments import seconds
 
-            raise ConfigError(f"lock_timeout={lock_timeout!r}: expected seconds >= 0",
-                              usage=True)
+        seconds(lock_timeout, "lock_timeout")  # the API passes it through unchecked
         path = Path(path)
         if os.path.lexists(path) and not path.is_dir():  # a file, a dangling or looping link
             raise NotAStoreDirectory("not a directory, so not a store", str(path))

@@ -305,6 +305,27 @@ def derived_nodes(w: Store, removed: set[int]) -> tuple[list[int], list[int]]:
     return nodes, requeue
 
 
+def check_scoped_compaction(store: Store, within) -> None:
+    """`compact` and `purge` empty the whole trash: with a scope (`within`), refuse while the
+    trash holds a record outside it, which would be lost for good for another user."""
+    from ..inputs import InputError
+
+    outside = fl.is_tombstone(Table.of(store).flags) & ~tag_mask(store, within)
+    if outside.any():
+        raise InputError("within", f"compact and purge empty the whole trash, and "
+                                   f"{int(np.count_nonzero(outside))} record(s) in it are "
+                                   f"outside {list(within)}: restore or purge those first")
+
+
+def purge_targets(store: Store, removed: set[int]) -> tuple[list[int], list[int], list[int]]:
+    """(derived nodes, the pinned ones among them, episodes to requeue) of a purge removing
+    `removed` (derived_nodes): what `purge` does and what its dry run says it would do."""
+    derived, requeue = derived_nodes(store, removed)
+    # Forgetting wins over a pin: a derived node may quote the purged text. Said, not silent.
+    pinned = [rid for rid in derived if fl.is_pinned(store.header(rid).flags)]
+    return derived, pinned, requeue
+
+
 def compact(w: StoreWriter, purge: bool = False) -> dict:
     """Empty the trash (FORMAT.md 14.2); with `purge`, also 14.3. The writer is refreshed onto
     the compacted store. Returns the report."""
@@ -319,9 +340,7 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
     if purge:
         t = Table.of(w)
         removed = set(t.ids[fl.is_tombstone(t.flags)].tolist())
-        derived, requeue = derived_nodes(w, removed)
-        # Forgetting wins over a pin: a derived node may quote the purged text. Said, not silent.
-        pinned_derived = [rid for rid in derived if fl.is_pinned(w.header(rid).flags)]
+        derived, pinned_derived, requeue = purge_targets(w, removed)
         # Requeue before trashing: each is its own commit, and a purge killed between them is
         # run again from what is committed. Nodes still live are found again (and their
         # episodes requeued again); nodes already trashed no longer are, so their episodes
