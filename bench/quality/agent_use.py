@@ -3,7 +3,7 @@ Prints one JSON object.
 
     python bench/quality/agent_use.py [--half tune|tune2|heldout|fresh|all] [--only NAME[,NAME]]
                               [--modes synapse,vector,hybrid] [--consolidate]
-                              [--as-of-field until_ms] [--out FILE]
+                              [--as-of-field until_ms] [--stores DIR] [--out FILE]
 
 For each conversation (bench/quality/agent_use/<name>.ndjson, one ingest line per turn; line number =
 turn id) every line is ingested through the engine API into its own fresh temporary store (one
@@ -103,6 +103,25 @@ def build_store(path: Path, name: str, embedder, consolidate: bool) -> dict:
         log(f"{name}: consolidated in {time.perf_counter() - t:.1f}s {cons}")
     return {"lines_of": dict(lines_of), "dedup": dedup, "unmapped": unmapped, "consolidation": cons,
             "now_ms": max(it.timestamp_ms for it in items) + DAY_MS, "turns": len(items)}
+
+
+def stored(stores: str | None, name: str, consolidate: bool) -> tuple[Path | None, dict | None]:
+    """With --stores DIR: where this conversation's store lives in DIR, and what build_store
+    said when it made it (None when it is not there yet: it is built there and kept)."""
+    if not stores:
+        return None, None
+    path = Path(stores) / (f"{name}-consolidated" if consolidate else name)
+    meta = path.parent / f"{path.name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not meta.exists():
+        if path.exists():  # a build that did not finish
+            import shutil
+
+            shutil.rmtree(path)
+        return path, None
+    built = json.loads(meta.read_text())
+    built["lines_of"] = {int(k): v for k, v in built["lines_of"].items()}
+    return path, built
 
 
 def refused_by(r: dict) -> str | None:
@@ -215,8 +234,12 @@ def run(args) -> dict:
     for name in names:
         questions = json.loads((DATA / f"{name}.questions.json").read_text())
         with tempfile.TemporaryDirectory(prefix="synapse-agent-use-") as tmp:
-            path = Path(tmp) / "store"
-            built = build_store(path, name, embedder, args.consolidate)
+            path, built = stored(args.stores, name, args.consolidate)
+            if built is None:
+                path = path or Path(tmp) / "store"
+                built = build_store(path, name, embedder, args.consolidate)
+                if args.stores:
+                    (path.parent / f"{path.name}.json").write_text(json.dumps(built))
             data[name] = {"half": HALF_OF[name], "turns": built["turns"],
                           "questions": len(questions),
                           "unmapped_lines": len(built["unmapped"]),
@@ -264,6 +287,11 @@ def main():
     p.add_argument("--modes", default="synapse,vector,hybrid")
     p.add_argument("--consolidate", action="store_true",
                    help="consolidate each store after ingest (fresh vs consolidated)")
+    p.add_argument("--stores", metavar="DIR",
+                   help="keep each built (and consolidated) store in DIR and reuse it on the "
+                        "next run: recall settings can then be compared on consolidated "
+                        "stores without consolidating again; delete DIR after a change to "
+                        "ingest or consolidate")
     p.add_argument("--as-of-field", default="until_ms",
                    help="RecallConfig field that gets each as_of time (epoch ms)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -1,7 +1,7 @@
 """Does consolidation earn its place? LoCoMo dev recall@10, fresh and consolidated, in one run.
 
     python bench/quality/consolidation_recall.py [--data ../shared/data] [--limit-conv N]
-        [--model other.gguf] [--tag NAME] [--cons-from DIR]
+        [--model other.gguf] [--tag NAME] [--cons-from DIR] [--rows A,B] [--set KEY=VALUE]
 
 Per development conversation: every turn is ingested into a fresh temporary store (exactly as
 bench/quality/locomo_recall.py does); that store is recalled from as it is (`fresh`), then a copy of it
@@ -49,7 +49,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from locomo_recall import CATS, answerable, dia_ids_by_record, turns_by_md5, turns_of  # noqa: E402
+from locomo_recall import (CATS, answerable, dia_ids_by_record, parse_settings,  # noqa: E402
+                           turns_by_md5, turns_of)
 from store_format import graph_files as gf  # noqa: E402
 from synapse_cli.engine import graphview  # noqa: E402
 from synapse_cli.engine.ingest import IngestConfig, ingest  # noqa: E402
@@ -172,7 +173,7 @@ def run(args) -> dict:
     embedder = get_embedder()
     model = Path(args.model) if args.model else default_model_path()
     tag = args.tag or f"{model.name}-{PROMPT_VERSION}"
-    base = RecallConfig(k=30)
+    base = RecallConfig(k=30, **parse_settings(args.set))
     per: dict[str, list[dict]] = defaultdict(list)
     builds, skipped = {}, Counter()
     load0 = os.getloadavg()[0]
@@ -219,7 +220,8 @@ def run(args) -> dict:
                if any((r["conv"] in TUNED_ON) == tuned for r in per["fresh"])}
     fresh = rows["fresh"]
     return {"benchmark": "consolidation_recall", "model": str(model), "tag": tag,
-            "cons_from": args.cons_from, "conversations": [c["sample_id"] for c in data],
+            "cons_from": args.cons_from, "settings": args.set,
+            "conversations": [c["sample_id"] for c in data],
             "questions": len(per["fresh"]), "metric": "evidence recall@10 (%), gated, cats 1-4",
             "rows": rows, "by_half": by_half,
             "consolidated_minus_fresh": {k: round(rows["consolidated"][k] - fresh[k], 2)
@@ -241,6 +243,8 @@ def main():
                    help="only these consolidated rows (comma-separated; default all)")
     p.add_argument("--cons-from", default=None,
                    help="recall from DIR/<sample_id>/cons/store instead of consolidating")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a RecallConfig field for every row, fresh included (repeatable)")
     print(json.dumps(run(p.parse_args()), indent=1))
 
 
