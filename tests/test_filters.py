@@ -116,6 +116,25 @@ def test_a_bare_string_or_backwards_window_is_refused(pins):
                 recall(s, "pin", EMB.encode(["pin"])[0], cfg)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_filters_given_as_iterators_are_applied(pins, mode):
+    """An iterator of tags was read by the filter check and the recall then had no tag filter:
+    every user's PIN came back (api.recall, Recaller.recall and the engine's recall alike); an
+    iterator of types returned "no record"."""
+    query = "what is my bank PIN?"
+    kw = dict(store=str(pins), embedder=EMB, touch=False, gate=False, mode=mode, k=30)
+    for tags in (iter(["user:7"]), (t for t in ["user:7"]), map(str, ["user:7"])):
+        out = api.recall(query, tags=tags, types=iter(["episodic"]), **kw)
+        assert [r["text"] for r in out["results"]] == ["My bank PIN is 1007 pet number 7"]
+    with api.Recaller(str(pins), embedder=EMB) as r:
+        out = r.recall(query, tags=iter(["user:7"]), touch=False, gate=False, mode=mode)
+    assert [r["text"] for r in out["results"]] == ["My bank PIN is 1007 pet number 7"]
+    with Store.open(pins) as s:
+        cfg = RecallConfig(mode=mode, k=30, tags=iter(["user:7"]), gate=False)
+        out = recall(s, query, EMB.encode([query])[0], cfg, embed=EMB.encode)
+    assert [r["text"] for r in out["results"]] == ["My bank PIN is 1007 pet number 7"]
+
+
 def test_prune_and_recall_agree_on_a_tag(pins):
     from synapse_cli.engine.maintenance.prune import PrunePolicy, select
 

@@ -3,6 +3,7 @@ synapse.py) and its baselines `vector`, `bm25`, `hybrid` (baselines.py), `synapt
 synaptic.py) and `ecphory` (seed 002, ecphory.py)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,9 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     the topic check's words; without it the topic check is lexical only)."""
     from ..filters import check_filters
 
-    check_filters(cfg)
+    tags, types = check_filters(cfg)
+    if tags is not cfg.tags or types is not cfg.types:  # an iterator was read by the check
+        cfg = dataclasses.replace(cfg, tags=tags, types=types)
     t0 = time.perf_counter()
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     arrays = arrays if arrays is not None else graphview.build(store)

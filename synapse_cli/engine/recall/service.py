@@ -39,7 +39,7 @@ def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) 
             raise config.ConfigError(f"not a recall option: {', '.join(sorted(unknown))}",
                                      usage=True, hint="pass api.settings(...) instead of a "
                                                       "RecallConfig to set it")
-        _check_types(options)
+        options = _checked(options)
         return dataclasses.replace(cfg, **options) if options else cfg
     flags = {by_key[k]: v for k, v in options.items() if k in by_key}
     rest = {k: v for k, v in options.items() if k not in by_key}
@@ -47,7 +47,7 @@ def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) 
     if unknown:
         raise config.ConfigError(f"unknown setting(s) or option(s): {', '.join(sorted(unknown))}",
                                  usage=True, hint="`synapse config` lists every setting")
-    _check_types(rest)
+    rest = _checked(rest)
     if isinstance(cfg, config.Settings):  # its flags, then these options over them
         flags = {**{n: v for n, v in cfg.values.items() if cfg.sources[n] == "flag"}, **flags}
     elif cfg is not None:
@@ -57,13 +57,16 @@ def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) 
                            "synaptic": SynapticConfig.from_settings(settings), **rest})
 
 
-def _check_types(options: dict) -> None:
-    """RecallConfig fields given by name have the type of their default: `explain="no"` is an
-    error, not True (engine/arguments.py). Filters (tags, types, times) are checked with the
-    query (filters.check_filters)."""
+def _checked(options: dict) -> dict:
+    """`options` with RecallConfig fields given by name checked against the type of their
+    default (`explain="no"` is an error, not True: engine/arguments.py) and the `tags` and
+    `types` filters read into tuples: an iterator kept as given would be empty by the time the
+    filter runs (its check reads it) and the recall would match every user's records. What the
+    filters hold is checked with the query (filters.check_filters)."""
     from .. import arguments as a
 
     defaults = {f.name: f.default for f in dataclasses.fields(RecallConfig)}
+    out = dict(options)
     for name, value in options.items():
         default = defaults.get(name)
         if isinstance(default, bool):
@@ -72,6 +75,9 @@ def _check_types(options: dict) -> None:
             a.integer(value, name)
         elif isinstance(default, float):
             a.real(value, name)
+        elif name in ("tags", "types"):
+            out[name] = a.strings(value, name)
+    return out
 
 
 def check_query(query) -> str:
