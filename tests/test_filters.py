@@ -196,3 +196,29 @@ def test_bm25_statistics_stay_the_stores_under_a_filter(tmp_path):
                       tags=["user:a"], gate=False, touch=False)
     assert [r["id"] for r in mine["results"]] == [1]
     assert mine["results"][0]["signals"]["bm25"] == whole["results"][0]["signals"]["bm25"] > 0
+
+
+def test_a_tagged_gate_and_similarity_never_depend_on_another_users_records(tmp_path):
+    """The identifier check used the whole store's words (user:a learned that "777" is in
+    someone's memories: INC-777 and INC-778 were refused differently), the speaker check the
+    whole store's speakers (a name user:b speaks under changed user:a's similarity), and
+    signals.pagerank showed what other users add (found by a helper)."""
+    a = [{"text": "The outage INC-412 was caused by a bad database migration.",
+          "speaker": "Ann", "tags": ["user:a"], "timestamp": T0},
+         {"text": "We fixed the login bug on Monday.", "speaker": "Ann", "tags": ["user:a"],
+          "timestamp": T0 + DAY}]
+    b = [{"text": "Ticket INC-777 is about the secret merger with Globex.", "speaker": "Mal",
+          "tags": ["user:b"], "timestamp": T0 + 2 * DAY}]
+    both, alone = str(tmp_path / "both"), str(tmp_path / "alone")
+    api.ingest(a + b, store=both, embedder=EMB)
+    api.ingest(a, store=alone, embedder=EMB)
+
+    def ask(store, query, **kw):
+        return api.recall(query, store=store, embedder=EMB, touch=False, tags=["user:a"], **kw)
+
+    refused = [ask(both, f"What was the root cause of INC-{n}?")["topic"] for n in (777, 778)]
+    assert refused == [{"unknown": ["inc", "777"]}, {"unknown": ["inc", "778"]}]
+    for query in ("Did Mal fix the login bug?", "Did Ann fix the login bug?"):
+        got = [[(r["id"], r["signals"]["semantic"], r["signals"]["pagerank"])
+                for r in ask(s, query, gate=False)["results"]] for s in (both, alone)]
+        assert got[0] == got[1] and all(pr == 0 for _, _, pr in got[0])

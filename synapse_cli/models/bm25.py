@@ -492,11 +492,21 @@ class BM25Index:
             self._blocks = [tuple(np.concatenate(col) for col in zip(*self._blocks))]
         return self._blocks[0]
 
-    def knows(self, word: str) -> bool:
-        """Whether `word`, or another form of it (conflate.py), is in the vocabulary."""
+    def knows(self, word: str, within: np.ndarray | None = None) -> bool:
+        """Whether `word`, or another form of it (conflate.py), is in the vocabulary; with
+        `within` (record ids, u64), used by one of those records."""
         from .conflate import variants
 
-        return word in self._term_id or bool(variants(word, self._term_id))
+        forms = ([word] if word in self._term_id else []) + variants(word, self._term_id)
+        if within is None or not forms:
+            return bool(forms)
+        rec, _, _, _, indptr, csr_doc, _ = self._postings()
+        for form in forms:
+            tid = self._term_id[form]
+            if tid < len(indptr) - 1 and np.isin(rec[csr_doc[indptr[tid]:indptr[tid + 1]]],
+                                                 within).any():
+                return True
+        return False
 
     def doc_lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """(record_ids u64, words per document) of every indexed document, by id: its BM25

@@ -186,7 +186,7 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     top = np.asarray(top[: cfg.version_depth], np.int64)
     sc = np.asarray(scores[: cfg.version_depth], np.float64)
     v = unit_vectors(store, top)
-    same = ((v @ v.T) >= cfg.version_sim) & shared_words(store, arrays, top, query)
+    same = ((v @ v.T) >= cfg.version_sim) & shared_words(store, arrays, top, query, cfg.tags)
     n = len(top)
     group = np.full(n, -1)
     for i in np.argsort(-sc, kind="stable"):  # the best unassigned candidate leads a group
@@ -228,10 +228,11 @@ def _stem(w: str) -> str:
     return w
 
 
-def shared_words(store, arrays, top: np.ndarray, query: str | None = None) -> np.ndarray:
+def shared_words(store, arrays, top: np.ndarray, query: str | None = None,
+                 tags=()) -> np.ndarray:
     """bool [n, n]: the two memories share a content word (content_words); with `query`, a
     content word that is one of its topic words (engine/recall/topic.py): both speak of what the
-    question asks about."""
+    question asks about (`tags`: the recall's tag filter, for speakers.subject_names)."""
     bodies = store.bodies(arrays.ids[top])
     words = [content_words(b.get("text"), b.get("speaker")) for b in bodies]
     if query is not None:
@@ -240,7 +241,7 @@ def shared_words(store, arrays, top: np.ndarray, query: str | None = None) -> np
 
         # what the question asks about: its topic words and the names in it that are not a
         # speaker's ("Kwame", "Lagos"), whom or where the fact is about
-        asked = {_stem(w) for w in topic_words(query)} | subject_names(store, arrays, query)
+        asked = {_stem(w) for w in topic_words(query)} | subject_names(store, arrays, query, tags)
         words = [w & asked for w in words]
     n = len(words)
     out = np.eye(n, dtype=bool)

@@ -39,8 +39,8 @@ def recall_config(cfg: RecallConfig | config.Settings | None = None, **options) 
             raise config.ConfigError(f"not a recall option: {', '.join(sorted(unknown))}",
                                      usage=True, hint="pass api.settings(...) instead of a "
                                                       "RecallConfig to set it")
-        options = _checked(options)
-        return dataclasses.replace(cfg, **options) if options else cfg
+        return dataclasses.replace(cfg, **_checked({"tags": cfg.tags, "types": cfg.types,
+                                                    **options}))
     flags = {by_key[k]: v for k, v in options.items() if k in by_key}
     rest = {k: v for k, v in options.items() if k not in by_key}
     unknown = set(rest) - fields
@@ -170,7 +170,7 @@ class Recaller:
         if cfg.mode == "synapse" and cfg.name_free_sim > 0:
             from .speakers import without_speakers
 
-            bare = without_speakers(self.store, self.arrays, query)
+            bare = without_speakers(self.store, self.arrays, query, cfg.tags)
         if bare is None:
             return encode([query])[0], encode
         vecs = encode([query, bare])

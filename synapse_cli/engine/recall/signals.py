@@ -104,7 +104,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
     if cfg.mode == "synapse" and cfg.name_free_sim > 0 and embed is not None:
         from .speakers import without_speakers
 
-        bare = without_speakers(store, arrays, query)
+        bare = without_speakers(store, arrays, query, cfg.tags)
         if bare is not None:
             bare_sim = scan_records(store, embed([bare])[0], cfg, now_ms, arrays)[0]
             w = np.float32(cfg.name_free_sim)
@@ -147,7 +147,9 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                                  use_fan=cfg.fan, use_inhibition=cfg.inhibition,
                                  frontier_only=True, validate=False)
             act[~passed] = 0
-        if cfg.graph and len(arrays.indices):
+        # only when it counts: PageRank is over every user's records, so under a tag filter
+        # even the reported signal would tell what others add (README "Keeping users apart")
+        if cfg.graph and len(arrays.indices) and cfg.lambda_pr > 0:
             pr = arrays.cache.get("pagerank")
             if pr is None:  # a property of the graph, not of the query: once per snapshot,
                 from ..pagerank_cache import pagerank_for  # from consolidation's cache if fresh

@@ -19,30 +19,34 @@ from .topic import topic_words
 _WORD = re.compile(r"\b([A-Z][\w-]*)(['\u2019]s)?\b")
 
 
-def is_speaker(store, arrays, name: str) -> bool:
-    """Some record carries the tag speaker:<name> (cached per snapshot). The Bloom bits of the
-    headers pre-select; payloads are read a few at a time until one confirms, not all of the
-    speaker's records (a CLI recall opens a new snapshot each time)."""
-    key = ("is_speaker", name)
+def is_speaker(store, arrays, name: str, tags=()) -> bool:
+    """Some record carries the tag speaker:<name>, and every one of `tags` (a recall's tag
+    filter: whether a name is a speaker never depends on another user's records); cached per
+    snapshot. The Bloom bits of the headers pre-select; payloads are read a few at a time until
+    one confirms, not all of the speaker's records (a CLI recall opens a new snapshot each
+    time)."""
+    key = ("is_speaker", name, frozenset(tags))
     if key not in arrays.cache:
-        tag = f"speaker:{name}"
+        want = [f"speaker:{name}", *tags]
         hits = np.flatnonzero(contains_many(header_tags(store, arrays.cache),
-                                            encode_tags([tag])))
+                                            encode_tags(want)))
         found = False
         for start in range(0, len(hits), 16):
             few = np.zeros(len(store.ids), bool)
             few[hits[start:start + 16]] = True
-            if tag_mask(store, [tag], None, few).any():
+            if tag_mask(store, want, None, few).any():
                 found = True
                 break
         arrays.cache[key] = found
     return arrays.cache[key]
 
 
-def without_speakers(store, arrays, query: str) -> str | None:
-    """`query` with every capitalised word that is a speaker of the store removed (with its
-    possessive), or None when it names no speaker or nothing but names would remain."""
-    names = {m.group(1) for m in _WORD.finditer(query) if is_speaker(store, arrays, m.group(1))}
+def without_speakers(store, arrays, query: str, tags=()) -> str | None:
+    """`query` with every capitalised word that is a speaker of the store (of its records that
+    carry `tags`) removed (with its possessive), or None when it names no speaker or nothing
+    but names would remain."""
+    names = {m.group(1) for m in _WORD.finditer(query)
+             if is_speaker(store, arrays, m.group(1), tags)}
     if not names:
         return None
     bare = _WORD.sub(lambda m: " " if m.group(1) in names else m.group(0), query)
@@ -50,10 +54,11 @@ def without_speakers(store, arrays, query: str) -> str | None:
     return bare if topic_words(bare) else None
 
 
-def subject_names(store, arrays, query: str) -> set[str]:
+def subject_names(store, arrays, query: str, tags=()) -> set[str]:
     """The tokens of the capitalised words of `query` after its first that are not speakers of
-    the store ("Kwame", "Lagos" in "Dana's sessions with Kwame"; not "Dana")."""
+    the store (of its records that carry `tags`): "Kwame", "Lagos" in "Dana's sessions with
+    Kwame"; not "Dana"."""
     from ...models.tokenize import tokenize
 
     return {t for m in _WORD.finditer(query) if m.start() > 0
-            and not is_speaker(store, arrays, m.group(1)) for t in tokenize(m.group(1))}
+            and not is_speaker(store, arrays, m.group(1), tags) for t in tokenize(m.group(1))}

@@ -32,6 +32,7 @@ from store_format import flags as fl
 from store_format import graph_files as gf
 
 from .. import graphview
+from ..filters import tag_mask
 from ..store import Store
 from . import baselines
 from .scan import bm25_open, top as _top
@@ -245,8 +246,6 @@ def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
 def speaker_mask(store: Store, arrays: graphview.RecallArrays, name: str) -> np.ndarray:
     """bool per position: the record carries the tag `speaker:<name>` (ingest tags every record
     with its speaker)."""
-    from ..filters import tag_mask
-
     return tag_mask(store, [f"speaker:{name}"], arrays.cache)
 
 
@@ -348,7 +347,10 @@ def _topic_gate(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig,
     best = top[: cfg.attribution_depth]
     # read only when a check needs them, and once for every check
     vectors = functools.cache(lambda: graphview.unit_vectors(store, best))
-    unknown = unknown_topic(query, index, embed, vectors, cfg.topic_sim)
+    # under a tag filter the words known are those of the records it lets through: whether the
+    # gate knows a word or an identifier never tells one user what another's memories say
+    within = arrays.ids[tag_mask(store, cfg.tags, arrays.cache)] if cfg.tags else None
+    unknown = unknown_topic(query, index, embed, vectors, cfg.topic_sim, within)
     if unknown is None and cfg.topic_cover:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
         unknown = uncovered_topic(query, index,
@@ -361,7 +363,8 @@ def _topic_gate(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig,
 
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
         no_value = missing_value(query, [b.get("text") for b in bodies[: cfg.attribution_depth]],
-                                 index.tokenize, lambda: subject_names(store, arrays, query))
+                                 index.tokenize,
+                                 lambda: subject_names(store, arrays, query, cfg.tags))
         if no_value is not None:
             return {"no_value": no_value}, bodies
     return None, bodies

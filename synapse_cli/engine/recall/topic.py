@@ -52,21 +52,22 @@ def topic_words(query: str, tokenize=tokenize) -> list[str]:
                             and not w.isdigit() and len(w) > 1)]
 
 
-def unknown_identifiers(query: str, index) -> list[str]:
+def unknown_identifiers(query: str, index, within=None) -> list[str]:
     """The numbers of the identifiers in `query` ("INC-415", "v3", "pr1234") that the store
     never mentions: an identifier names one thing, so when the store does not know it nothing
     stored is about it, whatever else the query shares with the store ("What was the root
-    cause of INC-415?" in a store that discusses INC-412's root cause)."""
+    cause of INC-415?" in a store that discusses INC-412's root cause). `within`: the record
+    ids that count (a tag filter's), else the whole store."""
     out = []
     for m in _IDENT.finditer(query):
         toks = index.tokenize(m.group(0))
-        if any(t.isdigit() and not index.knows(t) for t in toks):
+        if any(t.isdigit() and not index.knows(t, within) for t in toks):
             out += [t for t in toks if t not in out]
     return out
 
 
 def unknown_topic(query: str, index, embed=None, memories=None,
-                  min_sim: float = 0.2) -> list[str] | None:
+                  min_sim: float = 0.2, within=None) -> list[str] | None:
     """The topic words of `query` when the store knows none of them (then the gate says "no
     record"), or the words of an identifier the store never mentions (unknown_identifiers),
     else None. A query without topic words is never refused here.
@@ -77,12 +78,16 @@ def unknown_topic(query: str, index, embed=None, memories=None,
     `min_sim` to one of those memories: "medication" to "allergic to penicillin" (0.40),
     where "blood" to anything a chat about flats and dentists says stays near 0.2 (MiniLM;
     the agent-use tune half, bench/quality/agent_use.py: unknown words of never-answered questions
-    0.16-0.35, of answerable ones 0.13-0.44)."""
+    0.16-0.35, of answerable ones 0.13-0.44).
+
+    `within` (record ids): under a tag filter, the store is what that filter lets through, so
+    that whether a word is known never depends on another user's records."""
     words = topic_words(query, index.tokenize)
-    ids = unknown_identifiers(query, index)
+    ids = unknown_identifiers(query, index, within)
     if ids:
         return ids
-    if not words or any(index.knows(w) for w in words) or _near(words, embed, memories, min_sim):
+    if not words or any(index.knows(w, within) for w in words) \
+            or _near(words, embed, memories, min_sim):
         return None
     return words
 
