@@ -183,7 +183,8 @@ def recall(query: str, store=None, *, touch: bool = True, embedder=None,
 
     Keyword arguments are settings (`k`, `mode`, `alpha`, `tau_gate`, ...) or other
     `RecallConfig` fields (`explain`, `types`, `tags`, `since_ms`, `until_ms`). `now_ms`
-    answers as at that time (with `until_ms` = `now_ms` and `touch=False`: `recall --as-of`)."""
+    is the clock decay is computed at; it hides nothing: `recall --as-of T` is
+    `now_ms=T, until_ms=T, touch=False` (later memories invisible, no rehearsal)."""
     with Recaller(resolve_store(store), embedder=embedder) as r:
         return recall_with(r, query, touch=touch, now_ms=now_ms, **kwargs)
 

@@ -230,7 +230,8 @@ def test_store_without_engrams_falls_back_to_direct_chunk_search(tmp_path):
     # filters that leave no engram fall back too
     store2 = build(tmp_path / "st2", e, FakeExtractor())
     out = ask(store2, "the Seine flows through Paris", e, types=("episodic",))
-    assert "fallback" in out and all(r["type"] == "episodic" for r in out["results"])
+    assert out["fallback"] == ecphory.FILTERED_NOTE  # not "run consolidate": it was run
+    assert all(r["type"] == "episodic" for r in out["results"])
 
 
 def test_unrelated_query_and_empty_store(tmp_path):

@@ -103,15 +103,23 @@ def test_a_bare_date_ends_a_window_at_the_end_of_that_day(store):
 
 
 def test_one_bad_query_line_does_not_sink_the_batch(store):
-    lines = b'{"query": "Where does Tomas live?"}\n{"query": 5}\n\xff\xfe\nWhere is Berlin?\n'
+    """A NUL in a line (JSON-escaped or raw) ended the whole batch with exit 65 and no error
+    line; a lone surrogate was "invalid JSON" without why; a duplicate key was answered."""
+    lines = (b'{"query": "Where does Tomas live?"}\n{"query": 5}\n\xff\xfe\nWhere is Berlin?\n'
+             b'{"query": "a\\u0000b"}\nraw\x00nul\n{"query": "\\ud800"}\n'
+             b'{"query": "x", "query": "y"}\nBerlin?\n')
     p = subprocess.run([str(SYNAPSE), "recall", "--no-touch"], input=lines, capture_output=True,
                        env=cli_env(store, HF_HUB_OFFLINE="1"), timeout=300)
     assert p.returncode == 65, p.stderr
     out = [json.loads(x) for x in p.stdout.splitlines()]
-    assert len(out) == 4
+    assert len(out) == 9
     assert out[0]["query"] == "Where does Tomas live?" and out[3]["query"] == "Where is Berlin?"
+    assert out[8]["query"] == "Berlin?"
     assert out[1]["where"] == "-:2" and "query" in out[1]["error"]
     assert out[2]["where"] == "-:3" and "UTF-8" in out[2]["error"]
+    assert [o["where"] for o in out[4:8]] == ["-:5", "-:6", "-:7", "-:8"]
+    assert "NUL" in out[4]["error"] and "NUL" in out[5]["error"]
+    assert "surrogate" in out[6]["error"] and "twice" in out[7]["error"]
     assert b"Traceback" not in p.stderr
 
 

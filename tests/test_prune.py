@@ -535,6 +535,27 @@ def test_a_scope_keeps_a_forget_to_one_users_memories(tmp_path):
     assert api.prune(store, within=["user:bob"], purge=True)["removed_ids"] == [2]
 
 
+def test_the_command_line_scope_is_within(tmp_path):
+    """The command line had no scope: `prune --tag user:bob --query ... --match all --dry-run`
+    selected only Bob's record but listed Ana's text among the query matches (helper)."""
+    from synapse_cli import api
+
+    store = tmp_path / "st"
+    api.ingest([{"text": "Ana's password hint is the name of her cat Miso.", "tags": ["user:ana"]},
+                {"text": "Bob's password hint is his first car.", "tags": ["user:bob"]}],
+               store=store)
+    r = run_cli(["prune", "--within", "user:bob", "--query", "password hint", "--dry-run",
+                 "--json"], store)
+    assert r.returncode == 0, r.stderr
+    dry = json.loads(r.stdout)
+    assert dry["selected"] == [2] and "Miso" not in r.stdout + r.stderr
+    assert run_cli(["prune", "--id", "1", "--yes"], store).returncode == 0
+    r = run_cli(["prune", "--within", "user:bob", "--id", "2", "--purge", "--yes"], store)
+    assert r.returncode != 0 and "outside" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli(["prune", "--within", "", "--id", "2", "--dry-run"], store)
+    assert r.returncode == 2 and "--within" in r.stderr
+
+
 def _purge_state(p) -> tuple:
     """What a purge decides: the records left, which are consolidated, and every body."""
     with Store.open(p) as s:

@@ -82,12 +82,12 @@ def lock_timeout() -> float:
     return 30.0 if env is None else seconds(env, "$SYNAPSE_LOCK_TIMEOUT", usage=False)
 
 
-def check_tags(tags) -> None:
+def check_tags(tags, option: str = "--tag") -> None:
     """An empty --tag, or an empty name in a speaker:/session:/source: tag (a script's unset
     $NAME), would match nothing or everything, silently: refuse it (exit 2)."""
     from ..engine.arguments import tags as check
 
-    check(tags, "--tag")
+    check(tags, option)
 
 
 def confirm_destructive(what: str, yes: bool) -> None:

@@ -84,6 +84,10 @@ def prune(
     match: str = typer.Option("any", "--match", metavar="any|all",
                               autocompletion=complete("any", "all"),
                               help="Select records matching any policy (default) or all."),
+    within: List[str] = typer.Option(
+        [], "--within", metavar="TAG",
+        help="Scope, not a policy: only records carrying TAG are selected or shown "
+             "(repeatable; e.g. --within user:bob, so nothing of another user is listed)."),
     restore: List[int] = typer.Option([], "--restore", metavar="ID", min=1, max=2**64 - 1,
                                       help="Take this record out of the trash (repeatable)."),
     compact: bool = typer.Option(
@@ -106,6 +110,7 @@ def prune(
 
     Example: synapse prune --before 2024-01-01 --tag session:old --dry-run
     Example: synapse prune --query "my bank password" --purge --yes
+    Example: synapse prune --within user:bob --query "bank PIN" --dry-run
     """
     from ..engine import arguments as a
     from ..engine.maintenance import prune as pr
@@ -116,11 +121,11 @@ def prune(
         raise UserError("--query is empty: give the text whose matches to prune", code=USAGE)
     a.real(decayed, "--decayed", 0.0), a.real(low_utility, "--low-utility", 0.0)
     a.real(min_similarity, "--min-similarity", -1.0, 1.0)
-    check_tags(tags)
+    check_tags(tags), check_tags(within, "--within")
     policy = pr.PrunePolicy(decayed_below=decayed, at_ms=parse_time_option(at, "--at"), dormant=dormant,
                             low_utility_below=low_utility, before_ms=parse_time_option(before, "--before"),
                             ids=tuple(ids), tags=tuple(tags), query=query,
-                            min_similarity=min_similarity, match=match)
+                            min_similarity=min_similarity, match=match, within=tuple(within))
     active = policy.active()
     if restore and (active or compact or purge):
         raise UserError("--restore cannot be combined with policies, --compact or --purge",
@@ -144,6 +149,8 @@ def prune(
                 report.update(pr.restore(w, restore))
         else:
             _require_records(w, ids)
+            if within and (compact or purge):
+                pr.check_scoped_compaction(w, policy.within)
             sel = pr.select(w, policy) if active else pr.Selection()
             if active:
                 report.update(sel.as_dict())

@@ -42,14 +42,18 @@ def _queries(query: Optional[str]) -> list[tuple[str, str | UserError]]:
 
 
 def _query_line(raw: bytes, where: str) -> str:
-    """The query of one stdin line: {"query": ...} or plain UTF-8 text."""
+    """The query of one stdin line: {"query": ...} or plain UTF-8 text, checked as a query
+    argument is (no NUL), so that a bad line is answered with its error, not the batch."""
     import orjson
+
+    from ..engine.inputs import InputError, duplicate_key
+    from ..engine.recall.service import check_query
 
     if raw.lstrip().startswith(b"{"):
         try:
             obj = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise UserError(f"{where}: invalid JSON") from None
+        except orjson.JSONDecodeError as exc:
+            raise UserError(f"{where}: invalid JSON ({exc.args[0].split(':')[0]})") from None
         text = obj.get("query") if isinstance(obj, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise UserError(f"{where}: expected an object with a non-empty string `query`")
@@ -57,11 +61,17 @@ def _query_line(raw: bytes, where: str) -> str:
             extra = ", ".join(sorted(k for k in obj if k != "query"))
             raise UserError(f"{where}: unknown field(s) {extra}: a query line holds only "
                             "`query`", hint="options apply to every query: --k, --mode ...")
-        return text
+        if (key := duplicate_key(raw)) is not None:
+            raise UserError(f"{where}: `{key}` appears twice")
+    else:
+        try:
+            text = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{where}: not valid UTF-8 (byte {exc.start})") from None
     try:
-        return raw.decode("utf-8").strip()
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{where}: not valid UTF-8 (byte {exc.start})") from None
+        return check_query(text)
+    except InputError as exc:
+        raise UserError(f"{where}: {exc.reason}") from None
 
 
 def recall(

@@ -61,6 +61,8 @@ class EcphorySettings:
 
 FALLBACK_NOTE = ("no semantic nodes to search (run `synapse consolidate`, or widen --type): "
                  "direct chunk search only")
+FILTERED_NOTE = ("no semantic node passes the filter (nodes carry no user tag, so --tag leaves "
+                 "them all out; --type or a time window may too): direct chunk search only")
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:
@@ -336,7 +338,7 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
     if note:
         out["cue_note"] = note
     if not live.any():
-        out["fallback"] = FALLBACK_NOTE
+        out["fallback"] = FILTERED_NOTE if arrays.semantic().any() else FALLBACK_NOTE
     if cfg.explain:  # the centroid hops: which engrams made each centroid, what it found
         out["hops"] = [{"hop": h["hop"],
                         "seeds": ids[pos[np.asarray(h["seeds"], np.int64)]].tolist(),
