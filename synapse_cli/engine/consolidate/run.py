@@ -272,7 +272,11 @@ class InEdges:
                 self.map.setdefault(d, {})[(s, t)] = w
 
     def upsert(self, src: int, dst: int, etype: int, weight: float) -> None:
-        self.map.setdefault(dst, {})[(src, etype)] = weight
+        # as the edge log will hold it (float32): an edge read back from an earlier run must
+        # rank exactly as it did when it was new, or the graph depends on how many runs the
+        # work took (a reloaded 0.800000011920929 outranked a new 0.8, and a hub kept its first
+        # sources instead of its newest)
+        self.map.setdefault(dst, {})[(src, etype)] = float(np.float32(weight))
 
     def excess(self, dst: int, k: int) -> list[tuple[int, int]]:
         """(src, type) of the edges beyond the K strongest (ties: the older source goes)."""
