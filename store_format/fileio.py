@@ -91,6 +91,14 @@ def truncate(fd: int, length: int, path: os.PathLike | str) -> None:
         raise _io_error(exc, path) from exc
 
 
+def read_bytes(path: os.PathLike | str) -> bytes:
+    """The whole file; an OSError (a directory, no permission) is a StoreIOError naming it."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise _io_error(exc, path) from None
+
+
 def open_for_read(path: os.PathLike | str) -> int:
     """Open a store file read-only without following symlinks."""
     try:

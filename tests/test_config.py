@@ -73,6 +73,10 @@ def test_env_values_are_typed():
     ("[extraction]\nwindow = 0\n", "expected a value >= 1"),
     ("[recall]\nmode = \"graph\"\n", "expected one of synapse"),
     ("alpha = 1\n", "is not a [section]"),
+    # beyond 64 bits was a traceback (orjson, numba); a huge M ran out of memory (helper)
+    ("[activation]\nM = 99999999999999999999\n", "expected an integer of magnitude"),
+    ("[activation]\nM = 10000000000\n", "expected a value <= 100000"),
+    ("[activation]\nS = 1e308\n", "finite number of magnitude"),
 ])
 def test_bad_file(tmp_path, text, needle):
     with pytest.raises(cf.ConfigError) as e:
@@ -204,3 +208,20 @@ def test_a_misspelled_variable_is_named_and_other_programs_variables_are_not(tmp
 def test_config_prints_one_thing(tmp_path):
     for args in (["--template", "--path"], ["--template", "--json"], ["--path", "--json"]):
         assert "give one" in assert_clean_failure(run_cli(["config", *args], tmp_path), 2)[0]
+
+
+def test_file_paths_links_marks_and_empty_flags(tmp_path, monkeypatch):
+    """A relative model path was taken from the working directory (cron's is not the
+    shell's); a dangling link was "no file" and the defaults applied without a word; a UTF-8
+    byte-order mark was a TOML error; `--model ""` meant the packaged model (helper)."""
+    cfg = _write(tmp_path, "\ufeff[extraction]\nmodel = \"models/m.gguf\"\n")
+    monkeypatch.chdir("/")
+    s = cf.resolve(path=cfg, environ={})
+    assert s["extraction.model"] == str(cfg.parent / "models" / "m.gguf")
+    link = tmp_path / "link.toml"
+    link.symlink_to(tmp_path / "missing.toml")
+    with pytest.raises(cf.ConfigError, match="missing file"):
+        cf.resolve(path=link, environ={})
+    with pytest.raises(cf.ConfigError, match="--model is empty") as e:
+        cf.resolve({"extraction.model": ""}, path=tmp_path / "none.toml", environ={})
+    assert e.value.usage

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from store_format import flags as fl
+from store_format.crc32c import crc32c
 from store_format import graph_files as gf
 from synapse_cli.engine.consolidate.run import ConsolidateConfig, consolidate, plan_windows
 from synapse_cli.engine.consolidate.extract_cache import CACHE_NAME, ExtractCache
@@ -295,6 +296,21 @@ def test_cache_ignores_damaged_lines(tmp_path):
     assert set(again.entries) == {"b" * 64} and again.skipped == 2
     again.put("c" * 64, {"entities": [], "relations": []})  # the torn tail is cut first
     assert set(ExtractCache(tmp_path).entries) == {"b" * 64, "c" * 64}
+    # a line nested too deep for the JSON parser (RecursionError) is a bad line too, not a
+    # crash of every later consolidate (helper)
+    deep = b'{"k":"' + b"e" * 64 + b'","x":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    with open(tmp_path / CACHE_NAME, "ab") as f:
+        f.write(deep + b"\t" + f"{crc32c(deep):08x}".encode() + b"\n")
+    assert set(ExtractCache(tmp_path).entries) == {"b" * 64, "c" * 64}
+
+
+def test_a_cache_that_is_a_directory_is_named(tmp_path):
+    from store_format.errors import StoreIOError
+
+    (tmp_path / CACHE_NAME).mkdir()
+    with pytest.raises(StoreIOError, match="Is a directory") as e:
+        ExtractCache(tmp_path)
+    assert CACHE_NAME in str(e.value)
 
 
 DRIVER = """

@@ -67,8 +67,9 @@ def consolidate(
                 + f"{result.edges} edges, {result.prune_candidates} prune candidates "
                 f"in {result.seconds:.1f}s")
     if result.left_windows:
-        output.warn(f"synapse: --max-seconds reached; {result.left_windows} windows "
-                    f"({result.left_episodes} episodes) left for the next run")
+        n, e = result.left_windows, result.left_episodes
+        output.warn(f"synapse: --max-seconds reached; {n} window{'s' * (n != 1)} "
+                    f"({e} episode{'s' * (e != 1)}) left for the next run")
         raise typer.Exit(TEMPFAIL)
 
 

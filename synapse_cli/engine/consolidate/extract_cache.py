@@ -46,7 +46,7 @@ class ExtractCache:
         self.skipped = 0
         self._good_end = 0  # byte length up to the last complete line
         if self.path.exists():
-            self._load(self.path.read_bytes())
+            self._load(fileio.read_bytes(self.path))  # a directory: exit 74 naming it
 
     def _load(self, data: bytes) -> None:
         pos = 0
@@ -64,7 +64,7 @@ class ExtractCache:
                 if not (isinstance(obj, dict) and isinstance(obj.get("k"), str)
                         and len(obj["k"]) == 64 and _valid_result(obj.get("v"))):
                     raise ValueError
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
                 self.skipped += 1
                 continue
             self.entries[obj["k"]] = obj["v"]
@@ -99,7 +99,7 @@ def model_sha256(store_dir: os.PathLike | str, model_path: os.PathLike | str) ->
         table = json.loads(table_path.read_text("utf-8"))
         if not isinstance(table, dict):
             table = {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         table = {}
     hit = table.get(path)
     if isinstance(hit, dict) and hit.get("size") == st.st_size \
