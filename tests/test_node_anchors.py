@@ -48,3 +48,18 @@ def test_a_store_without_nodes_is_unchanged():
     on = _anchors(SIM, BM25, a, RecallConfig(anchors_k=3, node_anchors=5))
     off = _anchors(SIM, BM25, a, RecallConfig(anchors_k=3, node_anchors=0))
     assert on.tolist() == off.tolist() == [0, 4, 6, 7]
+
+
+def test_nodes_never_seed_alone():
+    """A node's derived text sits a little closer to an unrelated question than its episode:
+    alone it let "How do I make a sourdough starter?" through the gate of a consolidated store
+    whose episodes reach nothing (agent-use, dev_assistant)."""
+    a = _arrays(CONSOLIDATED)
+    low = np.array([0.19, 0.18, 0.1, 0.1, 0.1, 0.1, 0.21, 0.2, 0.1], np.float32)
+    assert _anchors(low, np.zeros(9), a, RecallConfig(node_anchors=5)).tolist() == []
+    beside = low.copy()
+    beside[1] = 0.25  # one episode reaches the question: the nodes seed beside it
+    assert _anchors(beside, np.zeros(9), a, RecallConfig(node_anchors=5)).tolist() == [1, 6, 7]
+    # a type filter that leaves only nodes (recall --type semantic): they seed on their own
+    only = np.where(np.arange(9) < 6, -np.inf, low).astype(np.float32)
+    assert _anchors(only, np.zeros(9), a, RecallConfig(node_anchors=5)).tolist() == [6, 7]

@@ -171,7 +171,15 @@ def _anchors(sim: np.ndarray, bm25: np.ndarray, arrays: graphview.RecallArrays,
         dense = np.union1d(dense, _top(np.where(node, sim, -np.inf), cfg.node_anchors))
     lexical = _top(np.where(node, 0.0, bm25), cfg.anchors_k, 0.0)  # 0: filtered by the scan
     anchors = np.union1d(dense, lexical)
-    return anchors[sim[anchors] >= cfg.anchor_min_sim]
+    anchors = anchors[sim[anchors] >= cfg.anchor_min_sim]
+    # Nodes seed activation only beside an episode (unless a type filter leaves no episode): a
+    # node's derived text ("Dockerfile [TYPE] ...") sits a little closer to an unrelated
+    # question than its episode does, and alone it let "How do I make a sourdough starter?"
+    # through the gate of a consolidated store whose episodes reach nothing (agent-use;
+    # consolidated LoCoMo dev recall@10 unchanged).
+    if (~node[anchors]).any() or not np.isfinite(sim[~node]).any():
+        return anchors
+    return anchors[:0]
 
 
 def result_row(arrays: graphview.RecallArrays, pos: int, body: dict, score: float,
