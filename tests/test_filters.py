@@ -203,12 +203,13 @@ def test_a_tagged_gate_and_similarity_never_depend_on_another_users_records(tmp_
     someone's memories: INC-777 and INC-778 were refused differently), the speaker check the
     whole store's speakers (a name user:b speaks under changed user:a's similarity), and
     signals.pagerank showed what other users add (found by a helper)."""
+    # one session: temporal edges, so PageRank is not 0 for want of a graph
     a = [{"text": "The outage INC-412 was caused by a bad database migration.",
-          "speaker": "Ann", "tags": ["user:a"], "timestamp": T0},
+          "speaker": "Ann", "tags": ["user:a"], "timestamp": T0, "session": "s1"},
          {"text": "We fixed the login bug on Monday.", "speaker": "Ann", "tags": ["user:a"],
-          "timestamp": T0 + DAY}]
+          "timestamp": T0 + 60_000, "session": "s1"}]
     b = [{"text": "Ticket INC-777 is about the secret merger with Globex.", "speaker": "Mal",
-          "tags": ["user:b"], "timestamp": T0 + 2 * DAY}]
+          "tags": ["user:b"], "timestamp": T0 + 120_000, "session": "s1"}]
     both, alone = str(tmp_path / "both"), str(tmp_path / "alone")
     api.ingest(a + b, store=both, embedder=EMB)
     api.ingest(a, store=alone, embedder=EMB)
@@ -222,3 +223,7 @@ def test_a_tagged_gate_and_similarity_never_depend_on_another_users_records(tmp_
         got = [[(r["id"], r["signals"]["semantic"], r["signals"]["pagerank"])
                 for r in ask(s, query, gate=False)["results"]] for s in (both, alone)]
         assert got[0] == got[1] and all(pr == 0 for _, _, pr in got[0])
+    # what PageRank would say here differs between the stores: the test above is not vacuous
+    assert [r["signals"]["pagerank"] for r in ask(both, "login bug", gate=False, lambda_pr=0.1)
+            ["results"]] != [r["signals"]["pagerank"] for r in
+                             ask(alone, "login bug", gate=False, lambda_pr=0.1)["results"]]

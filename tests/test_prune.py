@@ -554,6 +554,25 @@ def test_the_command_line_scope_is_within(tmp_path):
     assert r.returncode != 0 and "outside" in r.stderr and "Traceback" not in r.stderr
     r = run_cli(["prune", "--within", "", "--id", "2", "--dry-run"], store)
     assert r.returncode == 2 and "--within" in r.stderr
+    # a restore is not scoped: with --within it is refused, not done for another user
+    r = run_cli(["prune", "--within", "user:bob", "--restore", "1"], store)
+    assert r.returncode == 2 and "--within" in r.stderr
+
+
+def test_a_scoped_query_searches_inside_the_scope(tmp_path):
+    """The query policy took the best 1,000 matches over every user and only then the scope:
+    with 1,100 of Ana's records, Bob's own matching record was never found (review)."""
+    from synapse_cli import api
+    from synapse_cli.models.fake import FakeEmbedder
+
+    EMB = FakeEmbedder(384)
+    store = tmp_path / "st"
+    api.ingest([{"text": f"bank PIN is {n}", "tags": ["user:ana"]} for n in range(1100)]
+               + [{"text": "the PIN for my bank card is 4821", "tags": ["user:bob"]}],
+               store=store, embedder=EMB)
+    dry = api.prune(store, query="bank PIN", within=["user:bob"], min_similarity=0.0,
+                    dry_run=True, embedder=EMB)
+    assert dry["selected"] == [1101]
 
 
 def _purge_state(p) -> tuple:

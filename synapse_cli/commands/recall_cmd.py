@@ -53,7 +53,7 @@ def _query_line(raw: bytes, where: str) -> str:
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise UserError(f"{where}: invalid JSON ({exc.args[0].split(':')[0]})") from None
+            raise UserError(f"{where}: invalid JSON ({exc.msg})") from None
         text = obj.get("query") if isinstance(obj, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise UserError(f"{where}: expected an object with a non-empty string `query`")

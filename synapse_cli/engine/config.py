@@ -73,8 +73,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("activation", "anchors_k", int, 10, "top-k of each trigger (dense, BM25) that seeds "
       "activation", "recall", 1, 10000),
     S("activation", "node_anchors", int, 5, "semantic nodes (from consolidate) closest to "
-      "the query that seed activation besides the anchors_k episodes of each trigger; 0 = "
-      "nodes only carry activation", "recall", 0, 10000),
+      "the query that seed activation besides the anchors_k episodes of each trigger (only "
+      "when an episode anchors too, unless a type filter leaves only nodes); 0 = nodes only "
+      "carry activation", "recall", 0, 10000),
     S("activation", "anchor_min_sim", float, 0.2, "cosine an anchor needs to the query", "recall",
       -1, 1),
     S("activation", "anchor_energy", str, "fused", "initial energy of an anchor: fused = "
@@ -290,7 +291,9 @@ def _check(s: Setting, value, where: str, usage: bool = False, base: Path | None
         raise ConfigError(f"{what}: expected {expected}", hint=f"{s.name}: {s.help}", usage=usage)
 
     t = s.type
-    if usage and value == "":  # `--model "$MODEL"` with MODEL unset must not mean the default
+    if usage and value == "" and s.key in ("model", "cue_model"):
+        # `--model "$MODEL"` with MODEL unset must not mean the packaged model (an empty
+        # --goal still switches a configured goal off for one run)
         raise ConfigError(f"{where} is empty", usage=True, hint=f"{s.name}: {s.help}")
     if s.default is None and value in (None, ""):
         return None  # an optional string left empty: not set

@@ -181,7 +181,8 @@ def _query_mask(store, policy, t, live, embedder, now_ms, sel) -> np.ndarray:
         from ..embedding import embedder as default_embedder
 
         embedder = default_embedder()
-    cfg = RecallConfig(mode="hybrid", k=1000, gate=False)
+    # within the scope from the start: the best 1,000 of every user could hold none of its own
+    cfg = RecallConfig(mode="hybrid", k=1000, gate=False, tags=tuple(policy.within))
     vec = embedder.encode([policy.query])[0]
     res = recall(store, policy.query, vec, cfg, graphview.build(store), now_ms=now_ms)
     m = np.zeros(len(t.ids), bool)

@@ -149,7 +149,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
             act[~passed] = 0
         # only when it counts: PageRank is over every user's records, so under a tag filter
         # even the reported signal would tell what others add (README "Keeping users apart")
-        if cfg.graph and len(arrays.indices) and cfg.lambda_pr > 0:
+        if cfg.graph and len(arrays.indices) and cfg.lambda_pr != 0:
             pr = arrays.cache.get("pagerank")
             if pr is None:  # a property of the graph, not of the query: once per snapshot,
                 from ..pagerank_cache import pagerank_for  # from consolidation's cache if fresh
