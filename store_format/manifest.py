@@ -225,8 +225,11 @@ def encode_manifest(m: Manifest) -> bytes:
 # --- decoding ----------------------------------------------------------------------------------
 
 
-def decode_manifest(data: bytes, path: str | os.PathLike = MANIFEST_NAME) -> Manifest:
-    """Parse and fully validate MANIFEST bytes.
+def decode_manifest(data: bytes, path: str | os.PathLike = MANIFEST_NAME,
+                    check_crc: bool = True) -> Manifest:
+    """Parse and fully validate MANIFEST bytes. `check_crc=False` (a rescue export only): a
+    CRC mismatch is let through when everything else validates, since a flipped bit in the
+    CRC or in a field's digits must not lock the user out of every intact record.
 
     Raises
     ------
@@ -249,7 +252,7 @@ def decode_manifest(data: bytes, path: str | os.PathLike = MANIFEST_NAME) -> Man
     if len(data) > end + 4:
         raise InvalidRecord(f"{len(data) - end - 4} bytes after the CRC", path, end + 4)
     stored, computed = struct.unpack_from("<I", data, end)[0], crc32c(data[:end])
-    if stored != computed:
+    if stored != computed and check_crc:
         raise ChecksumMismatch(
             f"CRC32C over bytes 0..{end} is {computed:#010x}, stored {stored:#010x}", path, 0)
     if reserved != 0:
@@ -425,7 +428,8 @@ def _from_body(obj: Any, path: str) -> Manifest:
 # --- files -------------------------------------------------------------------------------------
 
 
-def read_manifest(store_dir: str | os.PathLike, check_files: bool = True) -> Manifest:
+def read_manifest(store_dir: str | os.PathLike, check_files: bool = True,
+                  check_crc: bool = True) -> Manifest:
     """Read and validate `<store_dir>/MANIFEST`.
 
     Parameters
@@ -473,7 +477,7 @@ def read_manifest(store_dir: str | os.PathLike, check_files: bool = True) -> Man
         data = _read_at_most(fd, HEADER_SIZE + MAX_BODY + 5, path)  # +1 to see trailing bytes
     finally:
         os.close(fd)
-    m = decode_manifest(data, path)
+    m = decode_manifest(data, path, check_crc)
     if check_files:
         check_store_files(store, m)
     return m

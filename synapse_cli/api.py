@@ -469,6 +469,11 @@ def _export_path(out) -> Path | None:
     if not path.parent.is_dir():
         raise ConfigError(f"cannot write {out}: the directory {path.parent} does not exist",
                           usage=True)
+    from store_format.manifest import MANIFEST_NAME
+
+    if (path.parent / MANIFEST_NAME).exists():  # `--out STORE/payload.log` replaced the log
+        raise ConfigError(f"cannot write {out}: {path.parent} is a synapse store; write the "
+                          "export outside any store directory", usage=True)
     return path
 
 

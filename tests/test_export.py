@@ -470,3 +470,37 @@ def test_skip_damaged_needs_only_the_records_files(built, tmp_path):
     r = run_cli(["import", tmp_path / "x.jsonl"], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr
     assert api.verify(tmp_path / "b")["ok"]
+
+
+def test_skip_damaged_reads_a_manifest_whose_crc_alone_is_wrong(built, tmp_path):
+    """One flipped bit in the MANIFEST's CRC made every intact record unreachable, and the
+    error's hint sent the user to the very command that had failed (helper)."""
+    store = tmp_path / "s"
+    shutil.copytree(built[0], store)
+    data = bytearray((store / "MANIFEST").read_bytes())
+    data[-2] ^= 1
+    (store / "MANIFEST").write_bytes(bytes(data))
+    assert "--skip-damaged" in assert_clean_failure(
+        run_cli(["export", "--out", tmp_path / "x.jsonl"], store), 65)[-1]
+    r = run_cli(["export", "--skip-damaged", "--out", tmp_path / "x.jsonl"], store)
+    assert r.returncode == 0 and "fails its CRC" in r.stderr, r.stderr
+    want = [x for x in body_lines(built[1]) if x["kind"] == "record"]
+    assert [x for x in body_lines(tmp_path / "x.jsonl") if x["kind"] == "record"] == want
+    data[20] ^= 0xFF  # the body no longer parses: the rescue cannot know the files
+    (store / "MANIFEST").write_bytes(bytes(data))
+    r = run_cli(["export", "--skip-damaged", "--out", tmp_path / "y.jsonl"], store)
+    assert r.returncode == 65 and "backup" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_export_never_writes_into_a_store(built, tmp_path):
+    """`export --out STORE/MANIFEST` (or payload.log, or a link to one) replaced the store's
+    own file, and the store was lost (helper)."""
+    store = tmp_path / "s"
+    shutil.copytree(built[0], store)
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
+    (tmp_path / "link.jsonl").symlink_to(store / "payload.log")
+    for out in (store / "MANIFEST", store / "payload.log", store / "new.jsonl",
+                tmp_path / "link.jsonl"):
+        r = run_cli(["export", "--out", out], built[0])
+        assert r.returncode == 2 and "is a synapse store" in r.stderr, r.stderr
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before

@@ -45,6 +45,9 @@ def export(
         counts = api.export(out if out not in (None, "-") else _Stdout(), store_path(),
                             skip_damaged=skip_damaged)
     except CorruptStore as exc:
+        if skip_damaged:  # the rescue itself failed: what it cannot read is the MANIFEST
+            raise UserError(str(exc), hint="the MANIFEST says which files hold the records; "
+                                           "restore it (or the store) from a backup") from None
         raise UserError(str(exc), hint="`synapse export --skip-damaged` exports every intact "
                                        "record; `synapse import` makes a new store of them")
     skipped = counts.pop("skipped", [])
@@ -53,6 +56,15 @@ def export(
     lost = counts.pop("lost", [])
     for x in lost:
         output.warn(f"left out the {x['what']}: {x['problem']}")
+    if skip_damaged:
+        from store_format import manifest as mf
+        from store_format.errors import ChecksumMismatch
+
+        try:
+            mf.read_manifest(store_path(), check_files=False)
+        except ChecksumMismatch as exc:
+            output.warn(f"read a MANIFEST that fails its CRC ({exc}); every record written "
+                        "passed its own checks")
     if out not in (None, "-"):
         rescue = {"skipped": [s["id"] for s in skipped], "lost": [x["what"] for x in lost]}
         summary = {"out": out, **counts, **(rescue if skip_damaged else {})}

@@ -53,10 +53,11 @@ class Store:
         """Map what the manifest commits. A compaction or migration that commits between our
         reading the manifest and opening its files deletes files it named (FORMAT.md 14.2):
         then the manifest is read again and the open retried (up to READ_RETRIES times).
-        `derived=False`: only the records' files must be whole (`export --skip-damaged`)."""
+        `derived=False`: only the records' files must be whole, and a MANIFEST whose CRC
+        alone is wrong is read (`export --skip-damaged`, FORMAT.md 17)."""
         path = Path(path)
         for attempt in range(READ_RETRIES + 1):
-            m = mf.read_manifest(path, check_files=False)
+            m = mf.read_manifest(path, check_files=False, check_crc=derived)
             try:
                 mf.check_store_files(path, m, derived)
                 return cls(path, m)
