@@ -128,10 +128,23 @@ def test_malformed_line_rejects_whole_input(tmp_path):
                            ('{"text": "x", "speaker": "bob", "tags": ["Speaker:Alice"]}',
                             "reserved"),
                            ('{"text": "x", "tags": ["session:s1"]}', "reserved"),
-                           ('{"text": "x", "tags": [" "]}', "empty tag")]:
+                           ('{"text": "x", "tags": [" "]}', "empty tag"),
+                           # a session beyond 2^64 became the float 1e+20, so two sessions
+                           # were one and a line was dropped as a duplicate (helper)
+                           ('{"text": "x", "session": 100000000000000000001}', "too large")]:
         p = run(store, "ingest", stdin=broken + "\n", check_rc=65)
         assert needle in p.stderr.decode(), (broken, p.stderr.decode())
     assert texts(store) == ["kept from before"]
+
+
+def test_an_item_without_a_time_repeats_one_at_any_time_within_a_batch_too(tmp_path):
+    """Across two runs the second line was a duplicate, in one run it was stored (helper)."""
+    store = tmp_path / "st"
+    p = run(store, "ingest", stdin='{"text": "hello there", "timestamp": "2026-01-01T00:00:00Z"}\n'
+                                   '{"text": "hello there"}\n'
+                                   '{"text": "hello there", "timestamp": "2026-01-02T00:00:00Z"}\n')
+    assert [(o["status"], o.get("id")) for o in lines(p)] == [("stored", 1), ("duplicate", 1),
+                                                             ("stored", 2)]
 
 
 def test_skip_invalid_stores_good_lines(tmp_path):

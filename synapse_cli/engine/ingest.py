@@ -175,19 +175,24 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     # 1. deduplicate
     fresh: list[tuple[int, Item, bytes]] = []
     batch_seen: dict[tuple, Outcome] = {}  # (digest, tags, timestamp) -> first outcome
+    # (digest, tags) -> first outcome: an item without a time repeats one at any time, in the
+    # batch as in the store (_stored_statement), whether or not the two came in one run
+    batch_any: dict[tuple, Outcome] = {}
     repeats: list[tuple[Outcome, Outcome]] = []  # (repeat, first) inside this batch
     for item in items:
         digest = md5_of(item.text)
         rid = _stored_statement(w, index_file, index, seen.get(digest, ()), digest, item)
         key = (digest, item_tags(item), item.timestamp_ms)
+        first = batch_any.get(key[:2]) if item.timestamp_ms is None else batch_seen.get(key)
         if rid is not None:
             result.outcomes.append(Outcome(item.where, "duplicate", rid))
-        elif key in batch_seen:
+        elif first is not None:
             result.outcomes.append(Outcome(item.where, "duplicate", None))
-            repeats.append((result.outcomes[-1], batch_seen[key]))
+            repeats.append((result.outcomes[-1], first))
         else:
             result.outcomes.append(Outcome(item.where, "stored"))
             batch_seen[key] = result.outcomes[-1]
+            batch_any.setdefault(key[:2], result.outcomes[-1])
             fresh.append((len(result.outcomes) - 1, item, digest))
     if not fresh:
         result.seconds = time.perf_counter() - t0

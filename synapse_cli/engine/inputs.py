@@ -157,6 +157,9 @@ def _opt_str(obj: dict, key: str, where: str) -> str | None:
     v = obj.get(key)
     if v is None:
         return None
+    if isinstance(v, float) and abs(v) >= 2**53:  # the JSON reader made it a float already
+        raise InputError(where, f"`{key}` {v:g} is a number too large to keep exactly: "
+                                "write it as a string")
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         v = str(v)  # session numbers are common
     s = _text(v, where, key).strip()
