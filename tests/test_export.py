@@ -186,6 +186,22 @@ def _corrupt(lines: list[str], how: str) -> tuple[str, int]:
         r = json.loads(lines[30])
         r["importance"] = 99
         return "\n".join(lines[:30] + [json.dumps(r)] + lines[31:]) + "\n", 31
+    # what ingest refuses, import refused too (they went through, helper)
+    if how == "nul_text":
+        r = json.loads(lines[30])
+        r["text"] = "a\u0000b"
+        return "\n".join(lines[:30] + [json.dumps(r)] + lines[31:]) + "\n", 31
+    if how == "duplicate_key":
+        return "\n".join(lines[:30] + [lines[30][:-1] + ', "text": "second"}'] + lines[31:]) \
+            + "\n", 31
+    if how == "version_true":
+        h = json.loads(lines[0])
+        h["version"] = True
+        return "\n".join([json.dumps(h)] + lines[1:]) + "\n", 1
+    if how == "last_id":  # every later ingest failed (exit 70)
+        h = json.loads(lines[0])
+        h["store"]["next_record_id"] = 2**64 - 1
+        return "\n".join([json.dumps(h)] + lines[1:]) + "\n", 1
     if how == "edge_to_nowhere":
         e = json.loads(lines[-1])
         e["dst"] = 10**9
@@ -194,7 +210,8 @@ def _corrupt(lines: list[str], how: str) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("how", ["cut_mid_line", "cut_at_line", "bad_json", "no_header",
-                                 "bad_field", "edge_to_nowhere"])
+                                 "bad_field", "nul_text", "duplicate_key", "version_true",
+                                 "last_id", "edge_to_nowhere"])
 def test_import_refuses_a_damaged_export_naming_the_line(built, tmp_path, how):
     text, line = _corrupt(Path(built[1]).read_text().splitlines(), how)
     bad = tmp_path / "bad.jsonl"
@@ -504,3 +521,25 @@ def test_export_never_writes_into_a_store(built, tmp_path):
         r = run_cli(["export", "--out", out], built[0])
         assert r.returncode == 2 and "is a synapse store" in r.stderr, r.stderr
     assert {p.name: p.read_bytes() for p in store.iterdir()} == before
+
+
+def test_an_edited_export_dedups_on_the_text_it_holds(tmp_path):
+    """Import kept the exported digest: after a line was redacted in the export, ingesting the
+    original line again was a "duplicate" of the redacted record (helper)."""
+    line = b'{"text": "my PIN is 1234", "speaker": "me", "timestamp": "2026-01-01T00:00:00Z"}\n'
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    def ingest(store, data):
+        return subprocess.run([str(SYNAPSE), "ingest"], input=data, capture_output=True,
+                              env=cli_env(store, HF_HUB_OFFLINE="1"), timeout=120)
+
+    assert ingest(a, line).returncode == 0
+    assert run_cli(["export", "--out", tmp_path / "a.jsonl"], a).returncode == 0
+    exp = tmp_path / "a.jsonl"
+    exp.write_text(exp.read_text().replace("my PIN is 1234", "my PIN is [redacted]"))
+    assert run_cli(["import", exp], b, env={"HF_HUB_OFFLINE": "1"}).returncode == 0
+    r = ingest(b, line)
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "stored", r.stdout
+    again = ingest(b, line.replace(b"1234", b"[redacted]"))
+    assert json.loads(again.stdout)["status"] == "duplicate"
+    assert api.verify(b)["ok"]

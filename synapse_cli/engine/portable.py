@@ -23,7 +23,7 @@ from store_format.errors import CorruptStore, StoreError
 from store_format.headers import array_to_headers
 
 from .consolidate.dormancy import DormancyState
-from .inputs import InputError
+from .inputs import InputError, duplicate_key, item_from_object
 from .maintenance.inspect import EDGE_TYPES
 from .memory import NewMemory
 from .store import Store, StoreWriter
@@ -227,7 +227,7 @@ def _check_header(obj, n: int) -> dict:
     _want(isinstance(obj, dict) and obj.get("format") == FORMAT_NAME, n,
           f"not a synapse export (the first line must be the header with "
           f"\"format\": \"{FORMAT_NAME}\")")
-    _want(obj.get("version") == FORMAT_VERSION, n,
+    _want(obj.get("version") == FORMAT_VERSION and not isinstance(obj.get("version"), bool), n,
           f"export format version {obj.get('version')!r}: this synapse reads version "
           f"{FORMAT_VERSION}")
     counts = obj.get("counts")
@@ -235,8 +235,10 @@ def _check_header(obj, n: int) -> dict:
                                            ("records", "nodes", "edges")), n,
           "header: counts must hold records, nodes and edges (integers >= 0)")
     store = obj.get("store")
-    _want(isinstance(store, dict) and _int(store.get("next_record_id", 1), 1, 2**64 - 1), n,
-          "header: store.next_record_id must be an integer >= 1")
+    # at most 2^63: room for every id a store can still give (at 2^64 - 1 the import went
+    # through and every later ingest failed)
+    _want(isinstance(store, dict) and _int(store.get("next_record_id", 1), 1, 2**63), n,
+          "header: store.next_record_id must be an integer in 1 .. 2^63")
     dorm = obj.get("dormancy") or {}
     _want(isinstance(dorm, dict) and _int(dorm.get("windows", 0), 0, 2**63)
           and isinstance(dorm.get("last_window", []), list)
@@ -246,11 +248,15 @@ def _check_header(obj, n: int) -> dict:
 
 
 def _check_record(r: dict, n: int, prev_id: int) -> None:
-    _want(_int(r.get("id"), 1, 2**64 - 1), n, "id must be an integer >= 1")
+    _want(_int(r.get("id"), 1, 2**63 - 1), n, "id must be an integer in 1 .. 2^63-1")
     _want(r["id"] > prev_id, n, f"id {r['id']} is not greater than the previous record's "
                                 f"({prev_id}): records come in increasing id order")
     _want(r.get("type") in TYPES, n, f"type must be one of {', '.join(TYPES)}")
     _want(isinstance(r.get("text"), str), n, "text must be a string")
+    try:  # what ingest refuses, import refuses too: empty, NUL, lone surrogates, oversize
+        item_from_object({"text": r["text"]}, f"line {n}")
+    except InputError as exc:
+        _want(False, n, f"text: {exc.reason}")
     _want(_int(r.get("timestamp_ms"), 0, 2**53), n, "timestamp_ms must be an integer in "
                                                     "0 .. 2^53")
     for key in ("speaker", "session", "source"):
@@ -316,6 +322,8 @@ def parse_export(lines: Iterable[bytes], where: str = "-") -> Parsed:
             raise InputError(f"{where}:{n}", f"not valid JSON ({exc.msg} at character "
                                               f"{exc.pos + 1}); the export is damaged or "
                                               "was cut short") from None
+        if (key := duplicate_key(raw)) is not None:  # orjson keeps the last one silently
+            raise InputError(f"{where}:{n}", f"`{key}` appears twice in one object")
         try:
             if parsed is None:
                 parsed = Parsed(_check_header(obj, n))
@@ -387,6 +395,10 @@ def body_of(r: dict) -> dict:
     if r.get("meta") is not None:
         body["meta"] = r["meta"]
     body.update(r.get("extra") or {})
+    if "md5" in body:  # ingest's digest of the text: of the text as imported (it may be edited)
+        from .ingest import md5_of
+
+        body["md5"] = md5_of(r["text"]).hex()
     body.update(r.get("node") or {})
     if r["tags"]:
         body["tags"] = list(r["tags"])
@@ -485,19 +497,16 @@ def import_parsed(w: StoreWriter, parsed: Parsed, embedder, progress=None) -> Im
 def _stage_ingest_index(w: StoreWriter, recs: list[dict]) -> None:
     """Deduplication of later ingests: the index rebuilt from the bodies, as compaction does
     (FORMAT.md 12, 14.2)."""
-    keep = [r for r in recs if isinstance((r.get("extra") or {}).get("md5"), str)]
-    entries = []
-    for r in keep:
-        try:
-            entries.append(bytes.fromhex(r["extra"]["md5"]))
-        except ValueError:
-            entries.append(None)
-    keep = [r for r, d in zip(keep, entries) if d is not None and len(d) == 16]
+    from .ingest import md5_of
+
+    # the records ingest made (they carry its digest), each under the digest of its text as
+    # imported: an export edited to redact a line must not make the old line a "duplicate"
+    keep = [r for r in recs if "md5" in (r.get("extra") or {})]
     if not keep:
         return
     path = w.path / ix.NAME
     ix.create(path)
-    e = ix.make_entries([bytes.fromhex(r["extra"]["md5"]) for r in keep],
+    e = ix.make_entries([md5_of(r["text"]) for r in keep],
                         [r["id"] for r in keep],
                         [ix.session_key(r.get("session"), r.get("source")) for r in keep])
     w.stage(ingest={"file": ix.NAME, "entries": ix.append(path, 0, e)})
