@@ -543,3 +543,11 @@ def test_an_edited_export_dedups_on_the_text_it_holds(tmp_path):
     again = ingest(b, line.replace(b"1234", b"[redacted]"))
     assert json.loads(again.stdout)["status"] == "duplicate"
     assert api.verify(b)["ok"]
+
+
+def test_an_export_saved_with_a_byte_order_mark_imports(built, tmp_path):
+    """An editor's UTF-8 byte-order mark made the export "damaged or cut short" (helper)."""
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + Path(built[1]).read_bytes())
+    r = run_cli(["import", bom], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr

@@ -172,3 +172,13 @@ def test_a_type_that_is_not_a_string_is_one_clear_error(tmp_path, value):
     object as `type` was a TypeError, exit 70."""
     lines = assert_clean_failure(ingest(tmp_path / "st", b'{"text": "a", "type": ' + value + b"}\n"), 65)
     assert "`type`" in lines[0]
+
+
+@pytest.mark.parametrize("fmt", ["json", "text", "doc"])
+def test_utf16_input_is_named(tmp_path, fmt):
+    """UTF-16 (what Windows tools write) was "invalid UTF-8" or, as a document, "contains a
+    NUL character" at byte 3, never naming the encoding (helper)."""
+    f = tmp_path / "in.txt"
+    f.write_bytes('{"text": "hi"}\n'.encode("utf-16"))
+    r = run_cli(["ingest", "--format", fmt, f], tmp_path / "st")
+    assert "UTF-16" in assert_clean_failure(r, 65)[0]

@@ -280,6 +280,9 @@ def duplicate_key(raw: bytes) -> str | None:
 
 
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark some editors write: not part of the text
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # Windows tools write UTF-16 with one of these
+UTF16 = ("the input is UTF-16 (it starts with a UTF-16 byte-order mark); convert it to "
+         "UTF-8, e.g. iconv -f UTF-16 -t UTF-8")
 
 
 def parse_ndjson(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]:
@@ -288,6 +291,9 @@ def parse_ndjson(lines: Iterable[bytes], name: str) -> Iterator[Item | InputErro
         where = f"{name}:{n}"
         if n == 1 and raw.startswith(BOM):
             raw = raw[len(BOM):]
+        if n == 1 and raw.startswith(UTF16_BOMS):
+            yield InputError(where, UTF16)
+            return
         if not raw.strip():
             continue
         try:
@@ -313,6 +319,9 @@ def parse_text(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]
         where = f"{name}:{n}"
         shift = len(BOM) if n == 1 and raw.startswith(BOM) else 0
         raw = raw[shift:]
+        if n == 1 and raw.startswith(UTF16_BOMS):
+            yield InputError(where, UTF16)
+            return
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
@@ -385,6 +394,9 @@ def parse_document_stream(fh: BinaryIO, name: str, block: int = READ_BLOCK
     while True:
         data = fh.read(block)
         shift = len(BOM) if read == 0 and data.startswith(BOM) else 0
+        if read == 0 and data.startswith(UTF16_BOMS):
+            yield InputError(f"{name}:byte 0", UTF16)
+            return
         nul = data.find(b"\0")
         if nul >= 0:  # as in the other formats: binary, not a document
             yield InputError(f"{name}:byte {read + nul}", "contains a NUL character")

@@ -23,7 +23,7 @@ from store_format.errors import CorruptStore, StoreError
 from store_format.headers import array_to_headers
 
 from .consolidate.dormancy import DormancyState
-from .inputs import InputError, duplicate_key, item_from_object
+from .inputs import BOM, InputError, duplicate_key, item_from_object
 from .maintenance.inspect import EDGE_TYPES
 from .memory import NewMemory
 from .store import Store, StoreWriter
@@ -314,6 +314,8 @@ def parse_export(lines: Iterable[bytes], where: str = "-") -> Parsed:
     prev_id = n_nodes = 0
     n = 0
     for n, raw in enumerate(lines, 1):
+        if n == 1:
+            raw = raw.removeprefix(BOM)  # an editor's byte-order mark, as ingest skips it
         if not raw.strip():
             raise InputError(f"{where}:{n}", "empty line")
         try:
