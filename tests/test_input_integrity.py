@@ -7,6 +7,8 @@ import subprocess
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import SYNAPSE, assert_clean_failure, cli_env, run_cli
 from synapse_cli.engine.inputs import MAX_META_DEPTH
@@ -182,3 +184,44 @@ def test_utf16_input_is_named(tmp_path, fmt):
     f.write_bytes('{"text": "hi"}\n'.encode("utf-16"))
     r = run_cli(["ingest", "--format", fmt, f], tmp_path / "st")
     assert "UTF-16" in assert_clean_failure(r, 65)[0]
+
+
+def test_a_line_too_long_is_skipped_as_it_is_read(tmp_path):
+    """A 200 MB line was read whole before its error (1 GB of memory): iter_lines drops a line
+    over MAX_LINE_BYTES as it reads it, the lines around it intact (helper)."""
+    import io
+
+    from synapse_cli.engine.inputs import LongLine, iter_lines
+
+    long = b"x" * 5000
+    data = b"a\n" + long + b"\r\nb\n" + long + b"\nc"
+    got = list(iter_lines(io.BytesIO(data), block=1000, max_line=3000))
+    assert [type(x) is LongLine for x in got] == [False, True, False, True, False]
+    assert [bytes(x) for x in got if type(x) is not LongLine] == [b"a", b"b", b"c"]
+    f = tmp_path / "in.ndjson"
+    f.write_bytes(b'{"text": "one"}\n{"text": "' + b"y" * (5 << 20) + b'"}\n{"text": "two"}\n')
+    r = run_cli(["ingest", f], tmp_path / "st")
+    assert f"{f}:2" in assert_clean_failure(r, 65)[0] and "longer than" in r.stderr
+    r = run_cli(["ingest", "--skip-invalid", f], tmp_path / "st")
+    assert [json.loads(x)["status"] for x in r.stdout.splitlines()] == ["stored", "invalid",
+                                                                        "stored"]
+
+
+@given(st.lists(st.tuples(st.binary(max_size=30).filter(lambda b: b"\n" not in b
+                                                         and b"\r" not in b),
+                          st.sampled_from([b"\n", b"\r\n", b"\r"])), max_size=12),
+       st.binary(max_size=16).filter(lambda b: b"\n" not in b and b"\r" not in b),
+       st.sampled_from([1, 2, 3, 7, 64]), st.sampled_from([3, 10, 10**9]))
+@settings(max_examples=300, deadline=None)
+def test_iter_lines_splits_as_splitlines_and_marks_long_lines(lines, tail, block, max_line):
+    import io
+
+    from synapse_cli.engine.inputs import LongLine, iter_lines
+
+    data = b"".join(a + b for a, b in lines) + tail
+    got = list(iter_lines(io.BytesIO(data), block=block, max_line=max_line))
+    want = data.splitlines()
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert (type(g) is LongLine) == (len(w) > max_line)
+        assert type(g) is LongLine or g == w

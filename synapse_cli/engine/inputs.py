@@ -294,6 +294,9 @@ def parse_ndjson(lines: Iterable[bytes], name: str) -> Iterator[Item | InputErro
         if n == 1 and raw.startswith(UTF16_BOMS):
             yield InputError(where, UTF16)
             return
+        if isinstance(raw, LongLine):
+            yield InputError(where, f"line is longer than {MAX_LINE_BYTES:,} bytes")
+            continue
         if not raw.strip():
             continue
         try:
@@ -322,6 +325,10 @@ def parse_text(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]
         if n == 1 and raw.startswith(UTF16_BOMS):
             yield InputError(where, UTF16)
             return
+        if isinstance(raw, LongLine):
+            yield InputError(where, f"line is longer than {MAX_LINE_BYTES:,} bytes "
+                                    "(use --format doc for documents)")
+            continue
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
@@ -356,24 +363,51 @@ def chunk_document(text: str, size: int = CHUNK, overlap: int = OVERLAP) -> list
 READ_BLOCK = 1 << 20  # bytes read at a time: a document's memory is this plus one chunk
 
 
-def iter_lines(fh: BinaryIO, block: int = READ_BLOCK) -> Iterator[bytes]:
+# No valid line is longer: 100,000 characters of text as JSON escapes, 1 MB of meta, the rest.
+MAX_LINE_BYTES = 4 << 20
+
+
+class LongLine(bytes):
+    """What iter_lines yields for a line over MAX_LINE_BYTES: the line is not kept (a 200 MB
+    line without a newline, a binary file given by mistake, took 1 GB before its error)."""
+
+
+def iter_lines(fh: BinaryIO, block: int = READ_BLOCK,
+               max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
     """The lines of a binary file, read a block at a time, split as `bytes.splitlines` splits
-    (at \n, \r\n and a lone \r) and without their line ends."""
-    rest = b""
+    (at \n, \r\n and a lone \r) and without their line ends; a line over `max_line` bytes is
+    one LongLine() and is skipped as it is read."""
+    rest, skipping, after_cr = b"", False, False
     while True:
         data = fh.read(block)
         if not data:
             if rest:
-                yield from rest.splitlines()
+                yield LongLine() if len(rest) > max_line else rest
             return
+        if after_cr:  # a \r ended the last block: a \n now is the rest of its \r\n
+            data, after_cr = data.removeprefix(b"\n"), False
+        if skipping and data:  # drop the rest of a long line, up to its end
+            ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+            if not ends:
+                continue
+            end = min(ends)
+            if data[end:end + 2] == b"\r\n":
+                end += 1
+            after_cr = end == len(data) - 1 and data.endswith(b"\r")
+            data, skipping = data[end + 1:], False
+        if not data:
+            continue
         data = rest + data
         cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
-        if cut == len(data) - 1 and data.endswith(b"\r"):
-            cut = data.rfind(b"\n", 0, cut)  # a \r at the end may be half of a \r\n
         if cut < 0:
             rest = data
+            if len(rest) > max_line:
+                yield LongLine()
+                rest, skipping = b"", True
             continue
-        yield from data[:cut + 1].splitlines()
+        after_cr = cut == len(data) - 1 and data.endswith(b"\r")
+        yield from (LongLine() if len(x) > max_line else x
+                    for x in data[:cut + 1].splitlines())
         rest = data[cut + 1:]
 
 
