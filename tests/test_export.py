@@ -551,3 +551,13 @@ def test_an_export_saved_with_a_byte_order_mark_imports(built, tmp_path):
     bom.write_bytes(b"\xef\xbb\xbf" + Path(built[1]).read_bytes())
     r = run_cli(["import", bom], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr
+
+
+def test_a_json_summary_never_joins_an_export_written_to_stdout(built, tmp_path):
+    """`export --out /dev/stdout --json` appended the summary to the export: it could not be
+    imported (helper)."""
+    with open(tmp_path / "e.jsonl", "wb") as f:
+        r = subprocess.run([str(SYNAPSE), "export", "--out", "/dev/stdout", "--json"],
+                           stdout=f, stderr=subprocess.PIPE, env=cli_env(built[0]), timeout=120)
+    assert r.returncode == 0 and b'"records"' in r.stderr
+    assert body_lines(tmp_path / "e.jsonl") == body_lines(built[1])  # nothing appended

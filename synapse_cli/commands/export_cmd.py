@@ -1,8 +1,10 @@
 """`synapse export`: the whole store as portable JSON lines (docs/FORMAT.md section 17)."""
 from __future__ import annotations
 
+import os
 from typing import Optional
 
+import orjson
 import typer
 
 from . import output
@@ -68,11 +70,21 @@ def export(
     if out not in (None, "-"):
         rescue = {"skipped": [s["id"] for s in skipped], "lost": [x["what"] for x in lost]}
         summary = {"out": out, **counts, **(rescue if skip_damaged else {})}
-        if json:
+        if json and _is_stdout(out):  # `--out /dev/stdout --json`: not into the export
+            output.warn(orjson.dumps(summary).decode())
+        elif json:
             output.emit(summary)
         else:
             output.info(f"exported {counts['records']} records ({counts['nodes']} nodes) and "
                         f"{counts['edges']} edges to {out}")
+
+
+def _is_stdout(out: str) -> bool:
+    """`out` is the file stdout writes to (/dev/stdout, /proc/self/fd/1, the same pipe)."""
+    try:
+        return os.path.samestat(os.stat(out), os.fstat(1))
+    except OSError:
+        return False
 
 
 class _Stdout:
