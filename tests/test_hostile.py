@@ -44,9 +44,12 @@ CASES = {
     "huge-tags": (b'{"text": "a", "tags": [' + b",".join([b'"t"'] * 1000) + b"]}\n", [],
                   "tags"),
     "long-tag": (b'{"text": "a", "tags": ["' + b"t" * 1001 + b'"]}\n', [], "tag is longer"),
-    # a meta the payload log could not hold (16 MiB an entry): refused before a batch is written
+    # a meta the payload log could not hold (16 MiB an entry): refused before a batch is
+    # written, as a line no valid item fills (4 MB) while it is read
     "huge-meta": (b'{"text": "ok"}\n' * 300 + b'{"text": "a", "meta": {"b": "' + b"b" * 17_000_000
-                  + b'"}}\n', [], "`meta` is larger"),
+                  + b'"}}\n', [], "line is longer than"),
+    "big-meta": (b'{"text": "a", "meta": {"b": "' + b"b" * 1_100_000 + b'"}}\n', [],
+                 "`meta` is larger"),
     # a time that list and recall could not print (year 10000 in UTC)
     "year-10000": (b'{"text": "a", "timestamp": "9999-12-31T23:00:00-05:00"}\n', [], "9999"),
     "epoch-ms-too-late": (b'{"text": "a", "timestamp": 253402300800000}\n', [], "9999"),

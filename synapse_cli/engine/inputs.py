@@ -289,14 +289,14 @@ def parse_ndjson(lines: Iterable[bytes], name: str) -> Iterator[Item | InputErro
     """Yield an Item or an InputError per non-blank line (the caller decides what to do)."""
     for n, raw in enumerate(lines, 1):
         where = f"{name}:{n}"
+        if isinstance(raw, LongLine):  # before any slice, which makes it plain bytes
+            yield InputError(where, f"line is longer than {MAX_LINE_BYTES:,} bytes")
+            continue
         if n == 1 and raw.startswith(BOM):
             raw = raw[len(BOM):]
         if n == 1 and raw.startswith(UTF16_BOMS):
             yield InputError(where, UTF16)
             return
-        if isinstance(raw, LongLine):
-            yield InputError(where, f"line is longer than {MAX_LINE_BYTES:,} bytes")
-            continue
         if not raw.strip():
             continue
         try:
@@ -320,15 +320,15 @@ def parse_ndjson(lines: Iterable[bytes], name: str) -> Iterator[Item | InputErro
 def parse_text(lines: Iterable[bytes], name: str) -> Iterator[Item | InputError]:
     for n, raw in enumerate(lines, 1):
         where = f"{name}:{n}"
+        if isinstance(raw, LongLine):  # before any slice, which makes it plain bytes
+            yield InputError(where, f"line is longer than {MAX_LINE_BYTES:,} bytes "
+                                    "(use --format doc for documents)")
+            continue
         shift = len(BOM) if n == 1 and raw.startswith(BOM) else 0
         raw = raw[shift:]
         if n == 1 and raw.startswith(UTF16_BOMS):
             yield InputError(where, UTF16)
             return
-        if isinstance(raw, LongLine):
-            yield InputError(where, f"line is longer than {MAX_LINE_BYTES:,} bytes "
-                                    "(use --format doc for documents)")
-            continue
         try:
             line = raw.decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
