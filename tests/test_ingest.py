@@ -271,3 +271,11 @@ def test_a_restatement_by_someone_else_or_later_is_its_own_record(tmp_path):
     again = lines(run(store, "ingest", stdin="\n".join(json.dumps(r) for r in rows)))
     assert [o["status"] for o in again] == ["duplicate"] * 6
     assert [o["id"] for o in again][:5] == [o["id"] for o in out][:5]
+
+
+def test_two_spellings_of_one_tag_are_one_tag(tmp_path):
+    """["a", "A"] were both kept in the body though they are one tag (helper)."""
+    from synapse_cli.engine.inputs import item_from_object
+
+    assert item_from_object({"text": "x", "tags": ["a", "B", "A", "b ", "c"]}, "w").tags == \
+        ["a", "B", "c"]

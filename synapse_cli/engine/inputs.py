@@ -207,6 +207,13 @@ def item_from_object(obj, where: str) -> Item:
         raise InputError(where, "`tags` must be a list of at most 64 strings")
     for tag in tags:
         _check_tag(tag, where)
+    from store_format.tags import normalize_tag
+
+    # one spelling per tag: "A" and "a" are one tag (FORMAT.md 4.2), so the first is kept
+    first: dict[str, str] = {}
+    for tag in tags:
+        first.setdefault(normalize_tag(tag), tag)
+    tags = list(first.values())
     kind = obj.get("type", "episodic")
     if not isinstance(kind, str) or kind not in TYPES:  # a dict or list is unhashable
         raise InputError(where, f"`type` {kind!r} must be one of {', '.join(TYPES)}")
