@@ -227,3 +227,20 @@ def test_a_tagged_gate_and_similarity_never_depend_on_another_users_records(tmp_
     assert [r["signals"]["pagerank"] for r in ask(both, "login bug", gate=False, lambda_pr=0.1)
             ["results"]] != [r["signals"]["pagerank"] for r in
                              ask(alone, "login bug", gate=False, lambda_pr=0.1)["results"]]
+
+
+def test_an_items_utility_never_depends_on_another_users_records(tmp_path):
+    """Ingest's surprise (part of the utility remember and ingest report) was measured against
+    every user's recent records: Alice learned whether Bob had said a sentence (helper)."""
+    alice = [{"text": t, "speaker": "Alice", "tags": ["user:alice"], "timestamp": T0 + i}
+             for i, t in enumerate(["I live in Lisbon.", "My cat is Zephyrine."])]
+    bob = [{"text": "I owe Krzesimir 4000 euros from the poker game.", "speaker": "Bob",
+            "tags": ["user:bob"], "timestamp": T0 + 10}]
+    probe = [{"text": "I owe Krzesimir 4000 euros from the poker game.", "speaker": "Alice",
+              "tags": ["user:alice"], "timestamp": T0 + 20}]
+    got = []
+    for name, others in (("both", bob), ("alone", [])):
+        store = str(tmp_path / name)
+        api.ingest(alice + others, store=store, embedder=EMB)
+        got.append(api.ingest(probe, store=store, embedder=EMB)[0]["utility"])
+    assert got[0] == got[1]

@@ -17,6 +17,7 @@ import numpy as np
 from store_format import flags as fl
 from store_format import graph_files as gf
 from store_format import ingest_index as ix
+from store_format.tags import normalize_tag
 
 from .inputs import Item, normalize_text
 from .memory import NewMemory
@@ -86,16 +87,33 @@ def utility(importance: float, surprise: float, emotion: float, weights) -> floa
     return float(weights[0] * i + weights[1] * surprise + weights[2] * emotion)
 
 
-def _recent_unit_vectors(w: StoreWriter, n: int) -> np.ndarray:
-    """Unit float vectors of the last `n` committed records (dequantised int8)."""
+def _recent_unit_vectors(w: StoreWriter, n: int, tags=()) -> np.ndarray:
+    """Unit float vectors of the last `n` committed records (dequantised int8); with `tags`,
+    of the last `n` that carry every one of them: an item's surprise, which ingest reports as
+    part of its utility, never depends on another user's records."""
+    from store_format.tags import contains_many, encode_tags
+
+    from .filters import exact_tags
+
+    want = {normalize_tag(t) for t in tags}
     parts, need = [], n
     for seg in reversed(w.segments):
         if need <= 0:
             break
-        take = min(need, seg.n)
-        if take:
-            parts.append(np.asarray(seg.vectors[seg.n - take:], dtype=np.float32))
-            need -= take
+        if not want:
+            rows = np.arange(max(0, seg.n - need), seg.n)
+        else:  # Bloom bits first, then the exact tags of the candidates, newest first
+            bloom = np.asarray(seg.headers["synaptic_tags"], np.uint64)
+            rows = []
+            for row in np.flatnonzero(contains_many(bloom, encode_tags(want)))[::-1]:
+                if want <= exact_tags(w.body(int(seg.ids[row]))):
+                    rows.append(int(row))
+                    if len(rows) == need:
+                        break
+            rows = np.asarray(sorted(rows), np.int64)
+        if len(rows):
+            parts.append(np.asarray(seg.vectors[rows], dtype=np.float32))
+            need -= len(rows)
     if not parts:
         return np.zeros((0, w.manifest.dim), np.float32)
     v = np.concatenate(parts)
@@ -216,11 +234,17 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
         result.seconds = time.perf_counter() - t0
         return result
 
-    # 4. utility tagging: surprise = 1 - max cosine to recent memories and earlier batch items
-    recent = _recent_unit_vectors(w, RECENT_FOR_SURPRISE)
+    # 4. utility tagging: surprise = 1 - max cosine to recent memories and earlier batch items,
+    # those of the item's tags only (one user's utility must not tell what another stored)
+    recent: dict[frozenset, np.ndarray] = {}
+    scopes = [frozenset(normalize_tag(t) for t in item.tags) for _, item, _ in fresh]
     memories = []
     for k, ((slot, item, digest), vec) in enumerate(zip(fresh, vectors)):
-        context = np.concatenate([recent, vectors[max(0, k - RECENT_FOR_SURPRISE):k]])
+        if scopes[k] not in recent:
+            recent[scopes[k]] = _recent_unit_vectors(w, RECENT_FOR_SURPRISE, scopes[k])
+        earlier = [j for j in range(max(0, k - RECENT_FOR_SURPRISE), k)
+                   if scopes[k] <= scopes[j]]
+        context = np.concatenate([recent[scopes[k]], vectors[earlier]])
         surprise = 1.0 if len(context) == 0 else float(np.clip(1 - np.max(context @ vec), 0, 1))
         emotion = max(abs(item.valence), item.arousal or 0.0)
         importance = item.importance if item.importance is not None else cfg.default_importance
