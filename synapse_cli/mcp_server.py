@@ -324,29 +324,58 @@ def build(path: Path):
                              dry_run=dry_run, purge=purge, embedder=mem.embedder(),
                              lock_timeout=mem.write_wait())
 
+    def scoped(ids: list[int], tags) -> tuple[list[int], list[int]]:
+        """(ids inside the `tags` scope or unknown to the store, ids outside it): as for
+        `forget`, a scope keeps one user's agent off another user's memories."""
+        if not tags:
+            return ids, []
+        from store_format.tags import normalize_tag
+
+        from .engine import arguments
+        from .engine.filters import exact_tags
+        from .engine.store import Store
+
+        want = {normalize_tag(t) for t in arguments.tags(tags, "tags")}
+        with Store.open(path) as s:
+            known = set(s.ids.tolist())
+            outside = [i for i in ids if i in known and not want <= exact_tags(s.body(i))]
+        return [i for i in ids if i not in outside], outside
+
     @tool(writes)
     @_errors(ToolError)
-    def restore(ids: list[StrictInt]) -> dict:
+    def restore(ids: list[StrictInt], tags: Optional[list[StrictStr]] = None) -> dict:
         """Take forgotten memories out of the trash (before a purge). Returns the restored
         and not_in_trash ids; an id the store does not hold (never stored, or purged) is an
-        error and nothing is restored."""
+        error and nothing is restored. With `tags` (a user's scope, as for forget), ids of
+        memories without every tag are left alone and listed under `out_of_scope`."""
+        inside, outside = scoped(ids, tags)
         with mem.writing:
-            return api.restore(ids, path, lock_timeout=mem.write_wait())
+            out = api.restore(inside, path, lock_timeout=mem.write_wait()) if inside else {
+                "restored": [], "not_in_trash": [], "not_found": []}
+        return {**out, "out_of_scope": outside}
 
     @tool(writes)
     @_errors(ToolError)
-    def pin(ids: list[StrictInt]) -> dict:
+    def pin(ids: list[StrictInt], tags: Optional[list[StrictStr]] = None) -> dict:
         """Pin memories: they never fade and are never forgotten by policy. Returns each
-        memory's flags under `results`."""
+        memory's flags under `results`; with `tags` (a user's scope), other memories are
+        left alone and listed under `out_of_scope`."""
+        inside, outside = scoped(ids, tags)
         with mem.writing:
-            return {"results": api.mark(ids, path, pin=True, lock_timeout=mem.write_wait())}
+            rows = api.mark(inside, path, pin=True, lock_timeout=mem.write_wait()) \
+                if inside else []
+        return {"results": rows, "out_of_scope": outside}
 
     @tool(writes)
     @_errors(ToolError)
-    def unpin(ids: list[StrictInt]) -> dict:
-        """Unpin memories: they fade and can be pruned again like any other."""
+    def unpin(ids: list[StrictInt], tags: Optional[list[StrictStr]] = None) -> dict:
+        """Unpin memories: they fade and can be pruned again like any other. With `tags` (a
+        user's scope), other memories are left alone and listed under `out_of_scope`."""
+        inside, outside = scoped(ids, tags)
         with mem.writing:
-            return {"results": api.mark(ids, path, pin=False, lock_timeout=mem.write_wait())}
+            rows = api.mark(inside, path, pin=False, lock_timeout=mem.write_wait()) \
+                if inside else []
+        return {"results": rows, "out_of_scope": outside}
 
     @tool(read_only)
     @_errors(ToolError)
@@ -361,14 +390,16 @@ def build(path: Path):
         """Find entities of the memory graph (people, places, things that consolidation
         extracted) whose name contains `name`; exact names first, then the most mentioned.
         Returns {nodes: [{id, name, type, description, mentions}]}; open one with
-        `open_node`."""
+        `open_node`. The graph is shared by every user of the store (nodes carry no user
+        tag, and a description quotes what was said): where users must not see each other,
+        use recall with `tags`, or one store per user."""
         return {"nodes": api.nodes(name, path, limit=max(1, min(limit, 200)))}
 
     @tool(read_only)
     @_errors(ToolError)
     def open_node(id: StrictInt) -> dict:
         """One entity of the memory graph: its description, relations, linked entities and
-        the memories it was extracted from (newest first)."""
+        the memories it was extracted from (newest first), every user's (see find_nodes)."""
         return api.node(id, path)
 
     @tool(writes)

@@ -464,6 +464,28 @@ def test_forget_with_tags_touches_only_that_users_memories(tmp_path):
     assert [r["id"] for r in ana["results"]] == [1]
 
 
+def test_pin_unpin_restore_with_tags_leave_another_users_memories_alone(tmp_path):
+    """Without a scope Ana's agent could pin Bob's memory (his forget then kept it), unpin it
+    and restore what he forgot (found by a helper)."""
+    store = tmp_path / "s"
+
+    async def go():
+        async with stdio(store) as c:
+            for user in ("ana", "bob"):
+                await c.call_tool("remember", {"memories": [
+                    {"text": f"{user} owes money", "tags": [f"user:{user}"]}]})
+            await c.call_tool("forget", {"ids": [2], "tags": ["user:bob"]})
+            return [data(await c.call_tool(name, {"ids": [1, 2], "tags": ["user:ana"]}))
+                    for name in ("pin", "restore", "unpin")]
+    pin, restore, unpin = run(go)
+    assert [r["id"] for r in pin["results"]] == [1] and pin["out_of_scope"] == [2]
+    assert restore["restored"] == [] and restore["out_of_scope"] == [2]
+    assert [r["id"] for r in unpin["results"]] == [1] and unpin["out_of_scope"] == [2]
+    from synapse_cli import api
+
+    assert [m["id"] for m in api.list_memories(store, trashed=True)["memories"]] == [2]
+
+
 def test_parallel_writes_of_one_server_queue_and_sigterm_ends_it_with_stdin_open(tmp_path):
     """The SDK runs calls in parallel threads: three remembers at once each opened a writer, and
     one failed on the server's own lock after `mcp.write_wait`; they now queue. SIGTERM said
