@@ -279,3 +279,11 @@ def test_two_spellings_of_one_tag_are_one_tag(tmp_path):
 
     assert item_from_object({"text": "x", "tags": ["a", "B", "A", "b ", "c"]}, "w").tags == \
         ["a", "B", "c"]
+
+
+def test_rfc3339_lowercase_t_and_z(tmp_path):
+    """RFC 3339 allows "t" and "z"; they were "not ISO 8601" (helper)."""
+    from synapse_cli.engine.inputs import parse_timestamp
+
+    assert parse_timestamp("2026-01-01t00:00:00z", "w") == \
+        parse_timestamp("2026-01-01T00:00:00Z", "w") == 1767225600000

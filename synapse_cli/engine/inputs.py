@@ -96,7 +96,8 @@ def parse_timestamp(value, where: str) -> int:
         return int(value)
     if isinstance(value, str):
         try:
-            t = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            # RFC 3339 allows a lowercase t and z ("2026-01-01t00:00:00z")
+            t = dt.datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
         except ValueError:
             raise InputError(where, f"timestamp {value!r} is not ISO 8601 "
                                     "(e.g. 2026-06-02T18:05:00Z)") from None
