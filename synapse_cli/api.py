@@ -411,7 +411,11 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
     ([{"id", "problem"}]: the id as read from the damaged record, the problem naming its file
     and row); a lost or damaged graph, spike log or dormancy file is left out and
     named in `lost` ([{"what", "problem"}]), the indexes are not needed: `import` rebuilds a
-    healthy store from the rest."""
+    healthy store from the rest; a MANIFEST read although its CRC alone is wrong is named in
+    `manifest_crc` (the problem, or None)."""
+    from store_format import manifest as mf
+    from store_format.errors import ChecksumMismatch
+
     from .engine.portable import damaged_records, write_export
     from .engine.store import Store, read_retrying
 
@@ -420,8 +424,13 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
             return write_export(s, f)
         damaged, lost = damaged_records(s), []
         counts = write_export(s, f, frozenset((k, row) for k, row, _, _ in damaged), lost)
+        try:  # Store.open let a CRC mismatch through for the rescue: say so
+            mf.read_manifest(s.path, check_files=False)
+            crc = None
+        except ChecksumMismatch as exc:
+            crc = str(exc)
         return {**counts, "skipped": [{"id": rid, "problem": p} for _, _, rid, p in damaged],
-                "lost": [{"what": w, "problem": p} for w, p in lost]}
+                "lost": [{"what": w, "problem": p} for w, p in lost], "manifest_crc": crc}
 
     if out is None or hasattr(out, "write"):
         import sys

@@ -23,6 +23,7 @@ from store_format.errors import CorruptStore, StoreError
 from store_format.headers import array_to_headers
 
 from .consolidate.dormancy import DormancyState
+from .ingest import md5_of
 from .inputs import BOM, InputError, duplicate_key, item_from_object
 from .maintenance.inspect import EDGE_TYPES
 from .memory import NewMemory
@@ -335,6 +336,9 @@ def parse_export(lines: Iterable[bytes], where: str = "-") -> Parsed:
             if kind == "record":
                 _want(not parsed.edges, n, "a record after the edges: records come first")
                 _check_record(obj, n, prev_id)
+                if "md5" in obj.get("extra", {}):  # ingest's digest, of the text as imported:
+                    # an export edited to redact a line must not make the old line a duplicate
+                    obj["extra"]["md5"] = md5_of(obj["text"]).hex()
                 prev_id = obj["id"]
                 ids.add(prev_id)
                 n_nodes += obj["type"] == "semantic"
@@ -397,10 +401,6 @@ def body_of(r: dict) -> dict:
     if r.get("meta") is not None:
         body["meta"] = r["meta"]
     body.update(r.get("extra") or {})
-    if "md5" in body:  # ingest's digest of the text: of the text as imported (it may be edited)
-        from .ingest import md5_of
-
-        body["md5"] = md5_of(r["text"]).hex()
     body.update(r.get("node") or {})
     if r["tags"]:
         body["tags"] = list(r["tags"])
@@ -499,16 +499,12 @@ def import_parsed(w: StoreWriter, parsed: Parsed, embedder, progress=None) -> Im
 def _stage_ingest_index(w: StoreWriter, recs: list[dict]) -> None:
     """Deduplication of later ingests: the index rebuilt from the bodies, as compaction does
     (FORMAT.md 12, 14.2)."""
-    from .ingest import md5_of
-
-    # the records ingest made (they carry its digest), each under the digest of its text as
-    # imported: an export edited to redact a line must not make the old line a "duplicate"
-    keep = [r for r in recs if "md5" in (r.get("extra") or {})]
+    keep = [r for r in recs if "md5" in (r.get("extra") or {})]  # the records ingest made
     if not keep:
         return
     path = w.path / ix.NAME
     ix.create(path)
-    e = ix.make_entries([md5_of(r["text"]) for r in keep],
+    e = ix.make_entries([bytes.fromhex(r["extra"]["md5"]) for r in keep],
                         [r["id"] for r in keep],
                         [ix.session_key(r.get("session"), r.get("source")) for r in keep])
     w.stage(ingest={"file": ix.NAME, "entries": ix.append(path, 0, e)})

@@ -338,8 +338,7 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
     if note:
         out["cue_note"] = note
     if not live.any():
-        filtered = cfg.tags or cfg.types or cfg.since_ms is not None or cfg.until_ms is not None
-        out["fallback"] = FILTERED_NOTE if filtered else FALLBACK_NOTE
+        out["fallback"] = FILTERED_NOTE if walled(cfg) or cfg.types else FALLBACK_NOTE
     if cfg.explain:  # the centroid hops: which engrams made each centroid, what it found
         out["hops"] = [{"hop": h["hop"],
                         "seeds": ids[pos[np.asarray(h["seeds"], np.int64)]].tolist(),
