@@ -268,8 +268,23 @@ def test_import_killed_leaves_an_empty_store_and_a_rerun_completes(built, tmp_pa
 
 
 def test_import_refuses_a_store_that_is_not_empty(built, tmp_path):
+    # a wrong target is a usage error (2), not malformed input (65); the hint says what to do
     r = run_cli(["import", built[1]], built[2], env={"HF_HUB_OFFLINE": "1"})
-    assert "not empty" in assert_clean_failure(r, 65)[0]
+    lines = assert_clean_failure(r, 2)
+    assert "not empty" in lines[0] and "NEW_DIR" in lines[1]
+
+
+def test_import_into_a_purged_store_says_its_ids_are_taken(built, tmp_path):
+    store = tmp_path / "s"
+    line = tmp_path / "one.ndjson"
+    line.write_text('{"text": "only line"}\n')
+    assert run_cli(["ingest", line], store).returncode == 0
+    r = run_cli(["prune", "--id", "1", "--purge", "--yes"], store)
+    assert r.returncode == 0, r.stderr
+    assert api.inspect(store)["records"]["total"] == 0
+    r = run_cli(["import", built[1]], store, env={"HF_HUB_OFFLINE": "1"})
+    lines = assert_clean_failure(r, 2)
+    assert "has held records" in lines[0] and "0 records" not in lines[0]
 
 
 def test_cli_export_import_round_trip(built, tmp_path):

@@ -46,11 +46,14 @@ def code_for(exc: BaseException) -> int:
 
     from ..engine.config import ConfigError
     from ..engine.inputs import InputError
+    from ..engine.portable import StoreNotEmpty
     from ..models.embedder import ModelDirSetting
     from ..models.extractor import ModelNotFound, ModelUnusable
 
     if isinstance(exc, UserError):
         return exc.code
+    if isinstance(exc, StoreNotEmpty):  # import's target, chosen on the command line
+        return USAGE
     if isinstance(exc, InputError):  # through the API: a bad item or an unknown record id
         return DATAERR
     if isinstance(exc, ModelNotFound):  # before the generic OSError (it is one)

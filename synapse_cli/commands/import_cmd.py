@@ -7,7 +7,7 @@ import typer
 
 from . import output
 from .common import JSON_OPTION, QUIET_OPTION, lock_timeout, store_path
-from .exits import DATAERR, NOINPUT, UserError
+from .exits import NOINPUT, UserError, code_for
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +67,8 @@ def import_(
         where = f"{file}: no such file" if exc.filename == file else str(exc)
         raise UserError(where, code=NOINPUT) from None
     except api.InputError as exc:
-        raise UserError(str(exc), code=DATAERR, hint="nothing was imported") from None
+        raise UserError(str(exc), code=code_for(exc),
+                        hint=getattr(exc, "hint", None) or "nothing was imported") from None
     finally:
         progress.stop()
     if not output.Out.want_table():

@@ -446,11 +446,22 @@ class ImportResult:
                 "embed_seconds": round(self.embed_seconds, 3), "seconds": round(self.seconds, 3)}
 
 
+class StoreNotEmpty(InputError):
+    """Import into a store that holds or once held records: a wrong target, not bad input."""
+
+    hint = "import into a new directory: synapse --store NEW_DIR import FILE"
+
+
 def check_empty(w: StoreWriter) -> None:
-    """Import writes ids as exported: only into a store that has never held a record."""
-    if w.count or w.manifest.next_record_id != 1:
-        raise InputError(str(w.path), f"the store is not empty ({w.count} records): import "
-                                      "goes into a new or empty store")
+    """Import writes ids as exported: only into a store that has never held a record (one
+    whose records were all purged still has its ids taken)."""
+    if w.count:
+        raise StoreNotEmpty(str(w.path), f"the store is not empty ({w.count} records): import "
+                                         "goes into a new or empty store")
+    if w.manifest.next_record_id != 1:
+        raise StoreNotEmpty(str(w.path), "the store is empty but has held records (ids up to "
+                                         f"{w.manifest.next_record_id - 1} are taken): import "
+                                         "writes the exported ids, so it goes into a new store")
 
 
 def import_parsed(w: StoreWriter, parsed: Parsed, embedder, progress=None) -> ImportResult:
