@@ -495,16 +495,19 @@ def embedder_for(model_dir=None):
 
 def import_store(source, store=None, *, where: str | None = None, embedder=None,
                  embedder_dir=None, header_version: int = 3, lock_timeout: float = 30.0,
-                 progress=None) -> dict:
+                 progress=None, confirm=None) -> dict:
     """Read an export (a path, `-` for stdin, or an iterable of lines as bytes) into a new or
     empty store, embedding with `embedder` (else the model of `embedder_dir`, else the
     default). Record ids, flags, counts and edges are kept. The whole export is checked first:
     a bad line raises InputError naming it and nothing is written; a failure while writing
-    leaves no store behind where there was none. Returns counts and timings."""
+    leaves no store behind where there was none. A `header_version` that cannot hold what
+    the export says (v1: arousal, storage strength) is refused, unless `confirm` (called
+    with what would be lost, before anything is written) returns without raising. Returns
+    counts and timings."""
     import shutil
     import sys
 
-    from .engine.portable import import_parsed, parse_export
+    from .engine.portable import import_parsed, lost_in, parse_export
     from .engine.store import StoreWriter
     from store_format import manifest as mf
 
@@ -522,6 +525,13 @@ def import_store(source, store=None, *, where: str | None = None, embedder=None,
                 parsed = parse_export(f, where or name)
     else:
         parsed = parse_export(source, where or "input")
+    lost = lost_in(parsed, header_version)
+    if lost:
+        what = (f"importing into header v{header_version} loses "
+                + ", ".join(f"{k} on {n} records" for k, n in lost.items()))
+        if confirm is None:
+            raise ConfigError(what, usage=True, hint="header version 3 keeps every field")
+        confirm(what)
     from .engine.store import check_creatable
 
     path = resolve_store(store)

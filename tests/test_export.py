@@ -576,3 +576,21 @@ def test_a_json_summary_never_joins_an_export_written_to_stdout(built, tmp_path)
                            stdout=f, stderr=subprocess.PIPE, env=cli_env(built[0]), timeout=120)
     assert r.returncode == 0 and b'"records"' in r.stderr
     assert body_lines(tmp_path / "e.jsonl") == body_lines(built[1])  # nothing appended
+
+
+def test_import_into_header_v1_asks_before_dropping_fields(built, tmp_path):
+    # v1 headers hold no arousal or storage strength: like `migrate --header v1`, import asks
+    # (--yes off a terminal) and writes nothing when not confirmed
+    store = tmp_path / "v1"
+    r = run_cli(["import", "--header-version", "1", built[1]], store,
+                env={"HF_HUB_OFFLINE": "1"})
+    lines = assert_clean_failure(r, 2)
+    assert "loses" in lines[0] and "records" in lines[0] and "--yes" in lines[1]
+    assert not store.exists()
+    with pytest.raises(api.ConfigError, match="loses"):
+        api.import_store(built[1], store, header_version=1)
+    assert not store.exists()
+    r = run_cli(["import", "--header-version", "1", "--yes", built[1]], store,
+                env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert api.inspect(store)["records"]["total"] > 0

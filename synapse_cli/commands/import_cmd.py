@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from . import output
-from .common import JSON_OPTION, QUIET_OPTION, lock_timeout, store_path
+from .common import JSON_OPTION, QUIET_OPTION, confirm_destructive, lock_timeout, store_path
 from .exits import NOINPUT, UserError, code_for
 
 
@@ -45,6 +45,9 @@ def import_(
              "(default: $SYNAPSE_EMBED_MODEL_DIR, else the packaged all-MiniLM-L6-v2)."),
     header_version: int = typer.Option(3, "--header-version", min=1, max=3, metavar="1|2|3",
                                        help="Record header layout of the new store (1, 2, 3)."),
+    yes: bool = typer.Option(False, "--yes", "-y",
+                             help="Confirm a header version that drops fields the export "
+                                  "holds (v1: arousal, storage strength), as migrate asks."),
     json: bool = JSON_OPTION,
     quiet: bool = QUIET_OPTION,
 ) -> None:
@@ -62,7 +65,9 @@ def import_(
     try:
         result = api.import_store(file, store_path(), embedder_dir=embedder,
                                   header_version=header_version, lock_timeout=lock_timeout(),
-                                  progress=progress)
+                                  progress=progress,
+                                  confirm=lambda what: (progress.stop(),
+                                                        confirm_destructive(what, yes)))
     except FileNotFoundError as exc:  # the export, or --embedder DIR
         where = f"{file}: no such file" if exc.filename == file else str(exc)
         raise UserError(where, code=NOINPUT) from None

@@ -206,6 +206,16 @@ class Parsed:
     edges: list[tuple[int, int, int, float]] = field(default_factory=list)
 
 
+def lost_in(parsed: Parsed, header_version: int) -> dict:
+    """What importing `parsed` in `header_version` drops (field -> records), as `migrate`'s
+    plan counts a downgrade: v1 headers have no arousal and no storage strength."""
+    if header_version >= 2:
+        return {}
+    lost = {"arousal": sum(1 for r in parsed.records if r["arousal"]),
+            "storage_strength": sum(1 for r in parsed.records if r["storage_strength"] != 1.0)}
+    return {k: n for k, n in lost.items() if n}
+
+
 def _want(cond: bool, line: int, reason: str) -> None:
     if not cond:
         raise InputError(f"line {line}", reason)
