@@ -204,12 +204,21 @@ def store_path(store=None) -> Path:
 # --- keeping the store healthy: what prune, mark, inspect and migrate do ----------------------
 
 
-def _require_records(store_obj, ids) -> None:
+def _require_records(store_obj, ids, within=()) -> None:
     """An id the store does not hold (never, or no longer after compaction) is an error
-    before anything changes, as in `synapse mark` and `synapse prune --id`."""
+    before anything changes, as in `synapse mark` and `synapse prune --id`. With `within` (a
+    scope's tags), a record without every one of them gets the same answer: a scope does not
+    reveal that another user's record exists."""
+    from store_format.tags import normalize_tag
+
+    from .engine.filters import exact_tags
+
+    want = {normalize_tag(t) for t in within}
     for rid in ids:
         try:
             store_obj.locate(int(rid))
+            if want and not want <= exact_tags(store_obj.body(int(rid))):
+                raise KeyError(rid)
         except KeyError:
             raise InputError(f"id {rid}", "no record with this id in the store (ids are in the "
                                           "output of ingest and recall)") from None
@@ -290,26 +299,32 @@ def mark(ids: Iterable[int], store=None, *, pin: bool | None = None, resolve: bo
                                                   "before pinning it") from None
 
 
-def inspect(store=None) -> dict:
-    """Records by type and flag, segments, header version, edges by type, bytes on disk."""
+def inspect(store=None, *, within: Iterable[str] = ()) -> dict:
+    """Records by type and flag, segments, header version, edges by type, bytes on disk.
+    `within` (a scope's tags): only the records carrying every one of them are counted, and
+    the store-wide parts are left out."""
+    from .engine.arguments import tags
     from .engine.maintenance.inspect import summary
     from .engine.store import read_retrying
 
-    return read_retrying(resolve_store(store), summary)
+    within = tags(within, "within")
+    return read_retrying(resolve_store(store), lambda s: summary(s, within))
 
 
-def inspect_record(record_id: int, store=None) -> dict:
-    """Every header field decoded, the payload and the edges of one record."""
+def inspect_record(record_id: int, store=None, *, within: Iterable[str] = ()) -> dict:
+    """Every header field decoded, the payload and the edges of one record. `within` (a
+    scope's tags): a record without every one of them is "no record with this id", and only
+    the edges to records inside the scope are shown."""
     from .engine.maintenance.inspect import record
     from .engine.store import read_retrying
 
-    from .engine.arguments import record_id as checked
+    from .engine.arguments import record_id as checked, tags
 
-    record_id = checked(record_id, "record_id")
+    record_id, within = checked(record_id, "record_id"), tags(within, "within")
 
     def build(s):
-        _require_records(s, [record_id])
-        return record(s, record_id)
+        _require_records(s, [record_id], within)
+        return record(s, record_id, within)
     return read_retrying(resolve_store(store), build)
 
 

@@ -217,8 +217,11 @@ class Stopped(Exception):
     """A consolidation stopped between windows because its call was cancelled."""
 
 
-def build(path: Path):
-    """The MCPServer with synapse's tools and resources over the store at `path`."""
+def build(path: Path, scope: str | None = None):
+    """The MCPServer with synapse's tools and resources over the store at `path`. `scope`: a
+    tag (checked by the caller as ingest checks one) fixed for the server's life: remember
+    adds it, every other tool and resource sees only the records carrying it, and the graph
+    tools, whose nodes mix users, are refused."""
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
@@ -242,6 +245,18 @@ def build(path: Path):
             return fn
         return register
 
+    fixed = (scope,) if scope else ()
+
+    def within(tags) -> tuple[str, ...]:
+        """A caller's `tags` AND the server's scope: a caller can narrow the scope, never
+        widen it."""
+        return (*(tags or ()), *fixed)
+
+    def ungraphed(name: str) -> None:
+        if scope:
+            raise ToolError(f"{name}: refused, the server runs with --scope {scope}: the graph's "
+                            "nodes carry no user tag and mix every user's memories (use recall)")
+
     read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
     writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
@@ -254,12 +269,16 @@ def build(path: Path):
         when you know them; `tags` (e.g. "project:atlas") let recall and forget filter later.
         Returns one {id, status} per item: stored, duplicate (the same text with the same
         speaker, tags and time is already stored) or gated (dropped by the store's ingest goal). An invalid item stores
-        nothing and the error names it."""
+        nothing and the error names it. A server started with --scope TAG adds TAG to every
+        memory's tags."""
         from .engine.ingest import retrieval_text
         from .engine.inputs import item_from_object
 
-        items = [item_from_object({k: v for k, v in m.items() if v is not None}, f"item {n}")
-                 for n, m in enumerate(memories, 1)]
+        def given(m: dict) -> dict:
+            m = {k: v for k, v in m.items() if v is not None}
+            return {**m, "tags": [*m.get("tags", []), *fixed]} if fixed else m
+
+        items = [item_from_object(given(m), f"item {n}") for n, m in enumerate(memories, 1)]
         if not items:
             return {"results": [], "counts": {"stored": 0, "duplicate": 0, "gated": 0}}
         # the model runs before the writer lock is taken: the lock is held to write only
@@ -287,7 +306,8 @@ def build(path: Path):
         usually first; when results disagree, the one with the later `time` is current. Filters: `tags` (all must match; "speaker:NAME" works), `since`/`until`
         (ISO 8601 or epoch ms), `types`; `as_of` answers as at a past time. `k`: how many
         (default from the `mcp.recall_k` setting, 10). `explain` adds each result's path
-        and `via`, the semantic nodes (people, places, things) that tie it to the question."""
+        and `via`, the semantic nodes (people, places, things) that tie it to the question.
+        A server started with --scope TAG adds TAG to `tags`: only that user's memories."""
         s = mem.settings()
         if k is not None and not 1 <= k <= 1000:
             raise api.InputError("k", f"{k}: expected 1 to 1000")
@@ -295,7 +315,7 @@ def build(path: Path):
         if as_of_ms is not None and until is not None:
             raise api.InputError("as_of", "as_of and until both end the window: give one")
         opts = dict(k=s["mcp.recall_k"] if k is None else k, explain=explain, types=tuple(types or ()),
-                    tags=tuple(tags or ()), since_ms=_time(since, "since"),
+                    tags=within(tags), since_ms=_time(since, "since"),
                     until_ms=as_of_ms if as_of_ms is not None else _time(until, "until", end=True))
         if mode:
             opts["mode"] = mode
@@ -316,17 +336,19 @@ def build(path: Path):
         Call with `dry_run: true` first to see what would go (`selected`, and `query_matches`
         with each match's text). `purge: true` deletes them and every copy for good (the
         user's right to be forgotten): only when the user explicitly asks for that. Pinned
-        memories are never forgotten (unpin first)."""
+        memories are never forgotten (unpin first). A server started with --scope TAG adds
+        TAG to `tags`: nothing outside that user's memories is forgotten or shown."""
         if not ids and not query:
             raise api.InputError("forget", "give `ids` or `query`")
         with mem.writing:
-            return api.prune(path, ids=ids or (), query=query, within=tags or (),
+            return api.prune(path, ids=ids or (), query=query, within=within(tags),
                              dry_run=dry_run, purge=purge, embedder=mem.embedder(),
                              lock_timeout=mem.write_wait())
 
     def scoped(ids: list[int], tags) -> tuple[list[int], list[int]]:
-        """(ids inside the `tags` scope or unknown to the store, ids outside it): as for
-        `forget`, a scope keeps one user's agent off another user's memories."""
+        """(ids inside the `tags` scope (and the server's) or unknown to the store, ids outside
+        it): as for `forget`, a scope keeps one user's agent off another user's memories."""
+        tags = within(tags)
         if not tags:
             return ids, []
         from store_format.tags import normalize_tag
@@ -347,7 +369,8 @@ def build(path: Path):
         """Take forgotten memories out of the trash (before a purge). Returns the restored
         and not_in_trash ids; an id the store does not hold (never stored, or purged) is an
         error and nothing is restored. With `tags` (a user's scope, as for forget), ids of
-        memories without every tag are left alone and listed under `out_of_scope`."""
+        memories without every tag are left alone and listed under `out_of_scope`; a server
+        started with --scope TAG adds TAG to `tags`."""
         inside, outside = scoped(ids, tags)
         with mem.writing:
             out = api.restore(inside, path, lock_timeout=mem.write_wait()) if inside else {
@@ -358,8 +381,8 @@ def build(path: Path):
     @_errors(ToolError)
     def pin(ids: list[StrictInt], tags: Optional[list[StrictStr]] = None) -> dict:
         """Pin memories: they never fade and are never forgotten by policy. Returns each
-        memory's flags under `results`; with `tags` (a user's scope), other memories are
-        left alone and listed under `out_of_scope`."""
+        memory's flags under `results`; with `tags` (a user's scope; a server started with
+        --scope TAG adds TAG), other memories are left alone and listed under `out_of_scope`."""
         inside, outside = scoped(ids, tags)
         with mem.writing:
             rows = api.mark(inside, path, pin=True, lock_timeout=mem.write_wait()) \
@@ -370,7 +393,8 @@ def build(path: Path):
     @_errors(ToolError)
     def unpin(ids: list[StrictInt], tags: Optional[list[StrictStr]] = None) -> dict:
         """Unpin memories: they fade and can be pruned again like any other. With `tags` (a
-        user's scope), other memories are left alone and listed under `out_of_scope`."""
+        user's scope; a server started with --scope TAG adds TAG), other memories are left
+        alone and listed under `out_of_scope`."""
         inside, outside = scoped(ids, tags)
         with mem.writing:
             rows = api.mark(inside, path, pin=False, lock_timeout=mem.write_wait()) \
@@ -381,8 +405,9 @@ def build(path: Path):
     @_errors(ToolError)
     def memory_status() -> dict:
         """What the store holds: memories by type and flag (how many are consolidated,
-        pinned, in the trash), graph edges by type, bytes on disk."""
-        return api.inspect(path)
+        pinned, in the trash), graph edges by type, bytes on disk. On a server started with
+        --scope TAG: the memories carrying TAG only, without the store-wide parts."""
+        return api.inspect(path, within=fixed)
 
     @tool(read_only)
     @_errors(ToolError)
@@ -392,14 +417,17 @@ def build(path: Path):
         Returns {nodes: [{id, name, type, description, mentions}]}; open one with
         `open_node`. The graph is shared by every user of the store (nodes carry no user
         tag, and a description quotes what was said): where users must not see each other,
-        use recall with `tags`, or one store per user."""
+        start the server with --scope TAG (this tool is then refused), or one store per user."""
+        ungraphed("find_nodes")
         return {"nodes": api.nodes(name, path, limit=max(1, min(limit, 200)))}
 
     @tool(read_only)
     @_errors(ToolError)
     def open_node(id: StrictInt) -> dict:
         """One entity of the memory graph: its description, relations, linked entities and
-        the memories it was extracted from (newest first), every user's (see find_nodes)."""
+        the memories it was extracted from (newest first), every user's (see find_nodes);
+        refused on a server started with --scope TAG."""
+        ungraphed("open_node")
         return api.node(id, path)
 
     @tool(writes)
@@ -422,18 +450,21 @@ def build(path: Path):
             stop.set()
 
     @server.resource("synapse://status", mime_type="application/json",
-                     description="The store summary (as `synapse inspect --json`).")
+                     description="The store summary (as `synapse inspect --json`); under "
+                                 "--scope, the scope's records only.")
     @_errors(ResourceError)
     def status_resource() -> str:
-        return _json(api.inspect(path))
+        return _json(api.inspect(path, within=fixed))
 
     @server.resource("synapse://record/{record_id}", mime_type="application/json",
-                     description="One record: header fields, text and metadata, edges.")
+                     description="One record: header fields, text and metadata, edges; under "
+                                 "--scope, only a record carrying the scope tag (and its "
+                                 "edges to such records).")
     @_errors(ResourceError)
     def record_resource(record_id: str) -> str:
         if not (record_id.isascii() and record_id.isdigit()):  # not "१" (Devanagari 1)
             raise ResourceError(f"record id {record_id!r}: expected a number")
-        return _json(api.inspect_record(int(record_id), path))
+        return _json(api.inspect_record(int(record_id), path, within=fixed))
 
     server.memory = mem  # for serve(): closed on shutdown
     return server
@@ -463,10 +494,11 @@ def bearer_guard(app, token: str):
     return guarded
 
 
-def serve(path: Path, http: tuple[str, int] | None = None, token: str | None = None) -> None:
+def serve(path: Path, http: tuple[str, int] | None = None, token: str | None = None,
+          scope: str | None = None) -> None:
     """Serve until the client closes stdin (stdio) or SIGINT/SIGTERM (both)."""
     logging.basicConfig(level=logging.WARNING, format="synapse mcp: %(levelname)s %(message)s")
-    server = build(path)
+    server = build(path, scope)
     try:
         if http is None:
             server.run("stdio")

@@ -33,9 +33,9 @@ def env_for(store: Path) -> dict:
     return dict(os.environ, SYNAPSE_HOME=str(store), HF_HUB_OFFLINE="1")
 
 
-def stdio(store: Path) -> Client:
-    return Client(StdioServerParameters(command=SYNAPSE, args=["mcp"], env=env_for(store)),
-                  read_timeout_seconds=300)
+def stdio(store: Path, *args: str) -> Client:
+    return Client(StdioServerParameters(command=SYNAPSE, args=["mcp", *args],
+                                        env=env_for(store)), read_timeout_seconds=300)
 
 
 def data(result) -> dict | list:
@@ -517,3 +517,173 @@ def test_parallel_writes_of_one_server_queue_and_sigterm_ends_it_with_stdin_open
             proc.kill()
     assert subprocess.run([SYNAPSE, "inspect", "verify"], env=env_for(store),
                           capture_output=True).returncode == 0
+
+
+# --- a server scoped to one user: `synapse mcp --scope TAG` ----------------------------------
+
+LOCKERS = [{"text": f"My gym locker code is {code}.", "speaker": "user",
+            "timestamp": f"2026-05-0{n}T08:00:00Z", "tags": [f"user:{user}"]}
+           for n, (user, code) in enumerate([("ana", 4512), ("bob", 9981), ("ana", 7730)], 1)]
+
+
+def two_users(store: Path) -> None:
+    """Ana's memories are ids 1 and 3, Bob's id 2 (stored by a server without a scope)."""
+    async def go():
+        async with stdio(store) as c:
+            ids = [r["id"] for r in data(await c.call_tool("remember",
+                                                          {"memories": LOCKERS}))["results"]]
+            assert ids == [1, 2, 3]
+    run(go)
+
+
+def as_ana(store: Path, calls):
+    """Run `calls(client)` on a server started with --scope user:ana."""
+    async def go():
+        async with stdio(store, "--scope", "user:ana") as c:
+            return await calls(c)
+    return run(go)
+
+
+def test_scope_remember_adds_the_tag(tmp_path):
+    store = tmp_path / "s"
+
+    async def calls(c):
+        return data(await c.call_tool("remember", {"memories": [
+            {"text": "Ana's sister lives in Braga.", "tags": ["family"]},
+            {"text": "Ana prefers window seats.", "tags": ["USER:Ana"]}]}))
+    out = as_ana(store, calls)
+    from synapse_cli import api
+
+    tags = [api.inspect_record(r["id"], store)["payload"]["tags"] for r in out["results"]]
+    assert tags == [["family", "user:ana"], ["USER:Ana"]]  # one spelling per tag, as in ingest
+
+
+def test_scope_recall_returns_only_the_scopes_memories(tmp_path):
+    store = tmp_path / "s"
+    two_users(store)
+
+    async def calls(c):
+        q = {"query": "What is my gym locker code?", "k": 10}
+        return (data(await c.call_tool("recall", q)),
+                data(await c.call_tool("recall", {**q, "tags": ["user:bob"]})),
+                data(await c.call_tool("recall", {**q, "explain": True})))
+    mine, bobs, explained = as_ana(store, calls)
+    assert sorted(r["id"] for r in mine["results"]) == [1, 3]
+    assert bobs["results"] == []  # the caller's tags narrow the scope, never widen it
+    assert "9981" not in json.dumps([mine, bobs, explained])
+
+
+def test_scope_forget_never_selects_nor_shows_another_users_memory(tmp_path):
+    store = tmp_path / "s"
+    two_users(store)
+
+    async def calls(c):
+        return (data(await c.call_tool("forget", {"query": "gym locker code",
+                                                  "dry_run": True})),
+                data(await c.call_tool("forget", {"ids": [2]})),
+                data(await c.call_tool("forget", {"ids": [2], "tags": ["user:bob"]})),
+                data(await c.call_tool("forget", {"query": "gym locker code"})))
+    dry, by_id, widened, by_query = as_ana(store, calls)
+    assert dry["selected"] == [1, 3] and {m["id"] for m in dry["query_matches"]} == {1, 3}
+    assert "9981" not in json.dumps(dry)
+    assert by_id["trashed"] == [] and by_id["out_of_scope"] == [2]
+    assert widened["trashed"] == [] and widened["out_of_scope"] == [2]
+    assert sorted(by_query["trashed"]) == [1, 3]
+    from synapse_cli import api
+
+    assert [m["id"] for m in api.list_memories(store, trashed=True)["memories"]] == [3, 1]
+
+
+def test_scope_pin_unpin_restore_leave_another_users_memory_alone(tmp_path):
+    store = tmp_path / "s"
+    two_users(store)
+
+    async def bob_forgets_and_pins():
+        async with stdio(store) as c:
+            data(await c.call_tool("forget", {"ids": [2]}))
+    run(bob_forgets_and_pins)
+
+    async def calls(c):
+        out = [data(await c.call_tool(name, {"ids": [1, 2]}))
+               for name in ("restore", "pin", "unpin", "pin")]
+        out.append(data(await c.call_tool("restore", {"ids": [2], "tags": ["user:bob"]})))
+        return out
+    restore, pin, unpin, pin_again, restore_widened = as_ana(store, calls)
+    assert restore["restored"] == [] and restore["out_of_scope"] == [2]
+    assert restore_widened["restored"] == [] and restore_widened["out_of_scope"] == [2]
+    for out in (pin, unpin, pin_again):
+        assert [r["id"] for r in out["results"]] == [1] and out["out_of_scope"] == [2]
+    from synapse_cli import api
+
+    assert [m["id"] for m in api.list_memories(store, trashed=True)["memories"]] == [2]
+    bob = api.inspect_record(2, store)["header"]["flags_decoded"]
+    assert bob["pinned"] is False and bob["tombstone"] is True
+
+
+def test_scope_memory_status_and_status_resource_count_the_scope(tmp_path):
+    store = tmp_path / "s"
+    two_users(store)
+
+    async def calls(c):
+        return (data(await c.call_tool("memory_status", {})),
+                json.loads((await c.read_resource("synapse://status")).contents[0].text))
+    status, resource = as_ana(store, calls)
+    for s in (status, resource):
+        assert s["records"]["total"] == 2 and s["records"]["by_type"]["episodic"] == 2
+        assert s["scope"] == ["user:ana"] and "bytes" not in s and "edges" not in s
+
+
+def test_scope_record_resource_hides_another_users_record(tmp_path):
+    store = tmp_path / "s"
+    two_users(store)
+
+    async def read(c, rid):
+        try:
+            return json.loads((await c.read_resource(f"synapse://record/{rid}")).contents[0].text)
+        except Exception as exc:  # the SDK raises the server's ResourceError
+            return str(exc)
+
+    async def calls(c):
+        return await read(c, 1), await read(c, 2), await read(c, 99)
+    mine, bobs, missing = as_ana(store, calls)
+    assert mine["payload"]["text"] == "My gym locker code is 4512."
+    assert all(e.get("to", e.get("from")) in (1, 3)
+               for e in mine["edges"]["out"] + mine["edges"]["in"])
+    assert isinstance(bobs, str) and "9981" not in bobs
+    assert bobs.replace("id 2", "id N") == missing.replace("id 99", "id N")
+    assert "no record with this id" in bobs
+
+
+def test_scope_refuses_the_graph_tools_and_allows_consolidate(tmp_path):
+    store = tmp_path / "s"
+    two_users(store)
+
+    async def calls(c):
+        consolidated = data(await c.call_tool("consolidate", {"max_seconds": 120}))
+        record = json.loads((await c.read_resource("synapse://record/1")).contents[0].text)
+        return (await c.call_tool("find_nodes", {"name": ""}),
+                await c.call_tool("open_node", {"id": 4}), consolidated, record)
+    found, opened, consolidated, record = as_ana(store, calls)
+    assert "refused" in error(found) and "--scope user:ana" in error(found)
+    assert "refused" in error(opened) and "--scope user:ana" in error(opened)
+    assert consolidated["episodes"] == 3 and consolidated["left_windows"] == 0
+    from synapse_cli import api
+
+    # consolidation linked the memories to semantic nodes, which every user's memories share:
+    # the scoped record shows only its edges to the scope's records
+    assert api.inspect_record(1, store)["edges"]["out"]
+    assert all(e.get("to", e.get("from")) in (1, 3)
+               for e in record["edges"]["out"] + record["edges"]["in"])
+
+
+@pytest.mark.parametrize("tag, message", [
+    ("", "empty tag"),
+    ("speaker:ana", "is reserved"),
+    ("x" * 1001, "longer than 1000"),
+])
+def test_bad_scope_exits_2(tmp_path, tag, message):
+    got = subprocess.run([SYNAPSE, "mcp", "--scope", tag], env=env_for(tmp_path / "s"),
+                         capture_output=True, timeout=60)
+    err = got.stderr.decode()
+    assert got.returncode == 2 and "--scope" in err and message in err
+    assert "Traceback" not in err

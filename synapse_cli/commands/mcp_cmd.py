@@ -32,6 +32,11 @@ def mcp(
         None, "--token-file", metavar="FILE",
         help="Require `Authorization: Bearer <token>` on every HTTP request; FILE holds the "
              "token (one line, kept private: chmod 600)."),
+    scope: Optional[str] = typer.Option(
+        None, "--scope", metavar="TAG",
+        help="Serve one user's memories only: remember adds TAG to every memory; recall, "
+             "forget, pin, unpin, restore, memory_status and the resources see only memories "
+             "carrying TAG; find_nodes and open_node (the graph mixes users) are refused."),
     json: bool = typer.Option(False, "--json", help="Accepted like every command's: the "
                                                     "protocol is JSON already."),
     quiet: bool = QUIET_OPTION,
@@ -46,9 +51,12 @@ def mcp(
 
     Example: claude mcp add synapse -- synapse --store ~/agent-memory mcp
     Example: synapse mcp --http 127.0.0.1:8765
+    Example: synapse mcp --scope user:ana
     """
     from .. import mcp_server
 
+    if scope is not None:
+        _check_scope(scope)
     path = store_path().resolve()
     address = _address(http, allow_remote, token_file) if http is not None else None
     if token_file is not None and address is None:
@@ -59,7 +67,7 @@ def mcp(
     # (each commit is atomic), and the exit is quiet.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        mcp_server.serve(path, address, token)
+        mcp_server.serve(path, address, token, scope)
     except KeyboardInterrupt:
         output.warn("synapse mcp: stopped")
         if address is None:
@@ -71,6 +79,16 @@ def mcp(
             os._exit(0)
         return
     output.warn("synapse mcp: stopped")
+
+
+def _check_scope(tag: str) -> None:
+    """The scope is a tag remember adds to each memory: the rules of a tag in ingest's input."""
+    from ..engine.inputs import InputError, _check_tag
+
+    try:
+        _check_tag(tag, "--scope")
+    except InputError as exc:
+        raise UserError(f"--scope {tag!r}: {exc.reason}", code=USAGE) from None
 
 
 def _interrupt(signum, frame):

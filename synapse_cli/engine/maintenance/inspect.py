@@ -10,14 +10,19 @@ from store_format import graph_files as gf
 from store_format.fileio import file_sizes
 from store_format.headers import HEADER_BYTES
 
+from ..filters import tag_mask
 from ..store import Store
 
 EDGE_TYPES = {gf.TEMPORAL: "temporal", gf.ABSTRACTION: "abstraction",
               gf.ASSOCIATION: "association", gf.RELATION: "relation"}
 
 
-def summary(store: Store) -> dict:
+def summary(store: Store, within=()) -> dict:
+    """The store's summary; with `within` (a scope's tags) only the records carrying every one
+    of them are counted, and the store-wide parts (edges, segments, bytes) are left out."""
     m = store.manifest
+    scope = tag_mask(store, within) if within else np.ones(len(store.ids), bool)
+    start = 0
     by_type: Counter = Counter()
     by_flag: Counter = Counter()
     versions: Counter = Counter()
@@ -29,7 +34,8 @@ def summary(store: Store) -> dict:
         versions[seg.header.header_version] += seg.n
         if not seg.n:
             continue
-        flags = np.asarray(seg.headers["flags"])
+        mine, start = scope[start:start + seg.n], start + seg.n
+        flags = np.asarray(seg.headers["flags"])[mine]
         live = ~fl.is_tombstone(flags)
         types = (flags & fl.MEMORY_TYPE_MASK) >> fl.MEMORY_TYPE_SHIFT
         for t in fl.MemoryType:
@@ -38,6 +44,12 @@ def summary(store: Store) -> dict:
         for name, bit in (("consolidated", fl.CONSOLIDATED), ("pinned", fl.PINNED),
                           ("resolved", fl.RESOLVED)):
             by_flag[name] += int(np.count_nonzero(live & ((flags & bit) != 0)))
+    records = {"total": int(scope.sum()), "by_type": dict(by_type), "by_flag": dict(by_flag)}
+    if within:
+        return {"store": str(store.path), "store_id": m.store_id, "scope": list(within),
+                "records": records,
+                "note": "counts of the records in the scope only; the store-wide parts of the "
+                        "summary (edges, segments, bytes on disk) are not shown under a scope"}
     g = store.graph()
     edges = {EDGE_TYPES[int(t)]: int(np.count_nonzero(g.types == t)) for t in np.unique(g.types)}
     files = dict(sorted(file_sizes(store.path).items()))
@@ -49,7 +61,7 @@ def summary(store: Store) -> dict:
         "header_bytes": HEADER_BYTES[m.header_version],
         "dim": m.dim,
         "embedder": m.embedder,
-        "records": {"total": store.count, "by_type": dict(by_type), "by_flag": dict(by_flag)},
+        "records": records,
         "segments": [{"file": s.file, "records": s.records,
                       "header_version": r.header.header_version}
                      for s, r in zip(m.segments, store.segments)],
@@ -59,8 +71,9 @@ def summary(store: Store) -> dict:
     }
 
 
-def record(store: Store, record_id: int) -> dict:
-    """Every header field decoded, the payload, and the edges in and out (KeyError if absent)."""
+def record(store: Store, record_id: int, within=()) -> dict:
+    """Every header field decoded, the payload, and the edges in and out (KeyError if absent);
+    with `within` (a scope's tags), only the edges whose other end carries every one of them."""
     seg, row = store.locate(record_id)
     h = store.header(record_id)
     header = {k: v for k, v in vars(h).items()}
@@ -79,6 +92,11 @@ def record(store: Store, record_id: int) -> dict:
         for k in np.nonzero(g.indices == pos)[0]:
             in_edges.append({"from": int(g.node_ids[rows[k]]), "type": EDGE_TYPES[int(g.types[k])],
                              "weight": float(g.weights[k])})
+    if within:
+        scope = tag_mask(store, within)
+        inside = {int(i) for i in store.ids[scope]}
+        out_edges = [e for e in out_edges if e["to"] in inside]
+        in_edges = [e for e in in_edges if e["from"] in inside]
     return {
         "id": int(record_id),
         "segment": store.manifest.segments[seg].file,
