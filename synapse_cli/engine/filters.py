@@ -37,6 +37,21 @@ def header_tags(store: Store, cache: dict | None = None) -> np.ndarray:
     return tags
 
 
+def newest_tagged(blooms: np.ndarray, tags, body_of, limit: int) -> list[int]:
+    """The last `limit` positions of `blooms` (u64 Bloom filters, oldest first) whose record
+    carries every one of `tags`, newest first: the Bloom bits pre-select, then `body_of(pos)`
+    (its payload) decides, read one at a time until `limit` are found, not every hit's."""
+    want = {normalize_tag(t) for t in tags} - {""}
+    hits = np.flatnonzero(contains_many(blooms, encode_tags(want)))[::-1]
+    out = []
+    for pos in hits.tolist():
+        if len(out) == limit:
+            break
+        if want <= exact_tags(body_of(pos)):
+            out.append(pos)
+    return out
+
+
 def tag_mask(store: Store, tags, cache: dict | None = None,
              candidates: np.ndarray | None = None) -> np.ndarray:
     """bool [n]: the records that carry every one of `tags`, exactly. Only the Bloom hits

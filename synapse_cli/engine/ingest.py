@@ -91,26 +91,18 @@ def _recent_unit_vectors(w: StoreWriter, n: int, tags=()) -> np.ndarray:
     """Unit float vectors of the last `n` committed records (dequantised int8); with `tags`,
     of the last `n` that carry every one of them: an item's surprise, which ingest reports as
     part of its utility, never depends on another user's records."""
-    from store_format.tags import contains_many, encode_tags
+    from .filters import newest_tagged
 
-    from .filters import exact_tags
-
-    want = {normalize_tag(t) for t in tags}
     parts, need = [], n
     for seg in reversed(w.segments):
         if need <= 0:
             break
-        if not want:
+        if not tags:
             rows = np.arange(max(0, seg.n - need), seg.n)
-        else:  # Bloom bits first, then the exact tags of the candidates, newest first
-            bloom = np.asarray(seg.headers["synaptic_tags"], np.uint64)
-            rows = []
-            for row in np.flatnonzero(contains_many(bloom, encode_tags(want)))[::-1]:
-                if want <= exact_tags(w.body(int(seg.ids[row]))):
-                    rows.append(int(row))
-                    if len(rows) == need:
-                        break
-            rows = np.asarray(sorted(rows), np.int64)
+        else:
+            blooms = np.asarray(seg.headers["synaptic_tags"], np.uint64)
+            rows = np.asarray(sorted(newest_tagged(
+                blooms, tags, lambda row: w.body(int(seg.ids[row])), need)), np.int64)
         if len(rows):
             parts.append(np.asarray(seg.vectors[rows], dtype=np.float32))
             need -= len(rows)

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
-from store_format.tags import contains_many, encode_tags
-
-from ..filters import header_tags, tag_mask
+from ..filters import header_tags, newest_tagged
 from .topic import topic_words
 
 _WORD = re.compile(r"\b([A-Z][\w-]*)(['\u2019]s)?\b")
@@ -22,22 +18,13 @@ _WORD = re.compile(r"\b([A-Z][\w-]*)(['\u2019]s)?\b")
 def is_speaker(store, arrays, name: str, tags=()) -> bool:
     """Some record carries the tag speaker:<name>, and every one of `tags` (a recall's tag
     filter: whether a name is a speaker never depends on another user's records); cached per
-    snapshot. The Bloom bits of the headers pre-select; payloads are read a few at a time until
-    one confirms, not all of the speaker's records (a CLI recall opens a new snapshot each
-    time)."""
+    snapshot. Payloads are read until one confirms, not all of the speaker's records (a CLI
+    recall opens a new snapshot each time)."""
     key = ("is_speaker", name, frozenset(tags))
     if key not in arrays.cache:
-        want = [f"speaker:{name}", *tags]
-        hits = np.flatnonzero(contains_many(header_tags(store, arrays.cache),
-                                            encode_tags(want)))
-        found = False
-        for start in range(0, len(hits), 16):
-            few = np.zeros(len(store.ids), bool)
-            few[hits[start:start + 16]] = True
-            if tag_mask(store, want, None, few).any():
-                found = True
-                break
-        arrays.cache[key] = found
+        blooms = header_tags(store, arrays.cache)
+        arrays.cache[key] = bool(newest_tagged(blooms, [f"speaker:{name}", *tags],
+                                               lambda pos: store.body(int(store.ids[pos])), 1))
     return arrays.cache[key]
 
 
