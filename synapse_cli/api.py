@@ -256,7 +256,8 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     path = resolve_store(store)
     opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
     with opened as w:
-        _require_records(w, policy.ids)
+        if not policy.within:  # a scope lists unknown ids as out_of_scope (prune.select)
+            _require_records(w, policy.ids)
         if policy.within and (compact or purge):
             pr.check_scoped_compaction(w, policy.within)
         sel = pr.select(w, policy, embedder) if policy.active() else pr.Selection()

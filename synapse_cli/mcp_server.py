@@ -346,8 +346,9 @@ def build(path: Path, scope: str | None = None):
                              lock_timeout=mem.write_wait())
 
     def scoped(ids: list[int], tags) -> tuple[list[int], list[int]]:
-        """(ids inside the `tags` scope (and the server's) or unknown to the store, ids outside
-        it): as for `forget`, a scope keeps one user's agent off another user's memories."""
+        """(ids inside the `tags` scope (and the server's), ids outside it or unknown to the
+        store): as for `forget`, a scope keeps one user's agent off another user's memories,
+        and does not tell it which ids exist."""
         tags = within(tags)
         if not tags:
             return ids, []
@@ -360,7 +361,7 @@ def build(path: Path, scope: str | None = None):
         want = {normalize_tag(t) for t in arguments.tags(tags, "tags")}
         with Store.open(path) as s:
             known = set(s.ids.tolist())
-            outside = [i for i in ids if i in known and not want <= exact_tags(s.body(i))]
+            outside = [i for i in ids if i not in known or not want <= exact_tags(s.body(i))]
         return [i for i in ids if i not in outside], outside
 
     @tool(writes)

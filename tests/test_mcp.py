@@ -594,6 +594,25 @@ def test_scope_forget_never_selects_nor_shows_another_users_memory(tmp_path):
     assert [m["id"] for m in api.list_memories(store, trashed=True)["memories"]] == [3, 1]
 
 
+def test_scope_answers_an_unknown_id_as_another_users(tmp_path):
+    # a scoped agent cannot probe which ids exist: id 99 (never stored) and id 2 (Bob's) get
+    # the same answer from every tool that takes ids
+    store = tmp_path / "s"
+    two_users(store)
+
+    async def calls(c):
+        return [data(await c.call_tool(name, {"ids": [2, 99]}))
+                for name in ("forget", "restore", "pin", "unpin")]
+    for out in as_ana(store, calls):
+        assert out["out_of_scope"] == [2, 99], out
+    from synapse_cli import api
+
+    scoped = api.prune(store, ids=[99], within=["user:ana"], dry_run=True)
+    assert scoped["out_of_scope"] == [99] and scoped["not_found"] == []
+    with pytest.raises(api.InputError, match="no record"):  # unscoped: the admin is told
+        api.prune(store, ids=[99], dry_run=True)
+
+
 def test_scope_pin_unpin_restore_leave_another_users_memory_alone(tmp_path):
     store = tmp_path / "s"
     two_users(store)

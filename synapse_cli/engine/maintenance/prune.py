@@ -138,7 +138,9 @@ def select(store: Store, policy: PrunePolicy, embedder=None, now_ms: int | None 
         for rid in dict.fromkeys(int(i) for i in policy.ids):
             pos = int(np.searchsorted(t.ids, np.uint64(rid))) if 0 < rid < 2**64 else n
             if pos >= n or int(t.ids[pos]) != rid:
-                sel.not_found.append(rid)
+                # under a scope, an id the store does not hold looks like another user's: a
+                # scoped agent cannot probe which ids exist
+                (sel.out_of_scope if policy.within else sel.not_found).append(rid)
             elif not scope[pos]:
                 sel.out_of_scope.append(rid)
             elif not live[pos]:
