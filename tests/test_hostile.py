@@ -311,6 +311,29 @@ def test_a_failed_stdout_says_the_input_was_stored(tmp_path):
     assert len(Store.open(store).ids) == 1
 
 
+def test_output_cut_short_by_a_full_disk_is_an_error(tmp_path):
+    # a file size limit (as a full disk) lets the first 1,024 bytes of a larger JSON through:
+    # the buffered writer dropped the error of the rest, so the truncated JSON exited 0
+    import resource
+
+    store = tmp_path / "store"
+    lines = "".join(f'{{"text": "note {i} about the hiking trip to the lakes"}}\n'
+                    for i in range(40))
+    assert ingest(store, lines.encode()).returncode == 0
+    out = tmp_path / "out.json"
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+    for args in (["recall", "hiking trip", "--k", "30", "--no-touch"], ["config", "--json"]):
+        with open(out, "wb") as f:
+            r = subprocess.run([str(SYNAPSE), *args], stdout=f, stderr=subprocess.PIPE,
+                               env=cli_env(store, HF_HUB_OFFLINE="1"), timeout=120,
+                               preexec_fn=small_files)
+        assert out.stat().st_size == 1024  # the limit was reached: the output is cut
+        r = subprocess.CompletedProcess(r.args, r.returncode, "", r.stderr.decode())
+        assert "stdout" in assert_clean_failure(r, 74)[0], args
+
+
 def test_recall_on_a_read_only_store_answers_without_touching(tmp_path, monkeypatch):
     """As when another writer holds the lock: the answer, `touched: false`, and one warning."""
     store = tmp_path / "store"

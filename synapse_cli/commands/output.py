@@ -3,6 +3,7 @@ everything else to stderr. Nothing here decides *what* to print, only how.
 """
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import Any, Iterable
@@ -58,9 +59,20 @@ class StdoutFailed(Exception):
 
 
 def _write(data: bytes) -> None:
+    """`data` on stdout, all of it or an error: through the file descriptor, since the
+    buffered writer drops the error of a write that a full disk cut short (its flush
+    returns, the output is truncated, the exit would be 0)."""
     try:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        try:
+            fd = sys.stdout.fileno()
+        except (AttributeError, ValueError, io.UnsupportedOperation):  # captured (tests)
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+            return
+        sys.stdout.flush()  # what went through the buffered layers comes first
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     except OSError as exc:
         devnull = os.open(os.devnull, os.O_WRONLY)  # so the flush at exit cannot fail again
         os.dup2(devnull, sys.stdout.fileno())
