@@ -21,7 +21,7 @@ import numpy as np
 from . import headers as hdr
 from . import manifest as mf
 from . import segments as sg
-from .errors import InvalidRecord, StoreError, StoreIOError
+from .errors import CorruptStore, InvalidRecord, StoreError, StoreIOError
 from .fileio import fsync_dir
 
 SUFFIX = mf.MIGRATING_SUFFIX
@@ -109,11 +109,18 @@ def migrate(store_dir, m: mf.Manifest, to_version: int) -> mf.Manifest:
 
 
 def recover(store_dir, m: mf.Manifest) -> mf.Manifest:
-    """Finish an interrupted migration, or delete orphaned `.migrating` files."""
+    """Finish an interrupted migration, or delete orphaned `.migrating` files. A migration
+    whose copies do not all check out (a copy damaged or deleted after it was written) is
+    rolled back instead, onto the originals, which stay intact until the final commit."""
     store = Path(store_dir)
     if m.migration:
-        _roll_forward(store, m)
-        m = dataclasses.replace(m, header_version=m.migration["to"], migration=None).next_generation()
+        if pending_problem(store, m) is None:
+            _roll_forward(store, m)
+            m = dataclasses.replace(m, header_version=m.migration["to"], migration=None)
+        else:
+            _roll_back(store, m)
+            m = dataclasses.replace(m, migration=None)
+        m = m.next_generation()
         mf.write_manifest(store, m)
     for entry in os.scandir(store):
         if entry.name.endswith(SUFFIX):
@@ -155,6 +162,61 @@ def _write_converted(store: Path, s: mf.Segment, src: sg.SegmentReader, number: 
         os.unlink(tmp)
         raise InvalidRecord(f"migrated copy holds {info.records} records, source {src.n}",
                             path=str(tmp))
+
+
+def pending_problem(store_dir, m: mf.Manifest) -> StoreError | None:
+    """Why the intent of `m` cannot be rolled forward, or None: each segment it names must be
+    either its converted copy, complete (every record and CRC, the target version), or
+    already in place in the target version."""
+    store = Path(store_dir)
+    records = {s.file: s.records for s in m.segments}
+    for name in m.migration["files"]:
+        tmp, final = store / (name + SUFFIX), store / name
+        try:
+            if os.path.lexists(tmp):
+                info = sg.verify_segment(tmp, records[name], expected_dim=m.dim,
+                                         expected_number=sg.segment_number(name))
+            else:
+                info = sg.verify_segment(final, records[name], expected_dim=m.dim,
+                                         expected_number=sg.segment_number(name))
+                if info.header.header_version != m.migration["to"]:
+                    return InvalidRecord(f"the migration's copy of {name} is missing",
+                                         path=str(tmp))
+            if info.header.header_version != m.migration["to"]:
+                return InvalidRecord(f"header version {info.header.header_version}, the "
+                                     f"migration converts to {m.migration['to']}", path=str(tmp))
+        except (OSError, StoreError) as exc:
+            return exc if isinstance(exc, StoreError) else StoreIOError(str(exc), str(tmp))
+    return None
+
+
+def _roll_back(store: Path, m: mf.Manifest) -> None:
+    """Undo a roll-forward whose copies do not check out: every original back in place
+    (from `.bak` where the roll-forward moved it), every copy deleted. CorruptStore when an
+    original is gone too: then neither version is whole."""
+    old = m.header_version
+    for name in m.migration["files"]:
+        tmp, final, bak = store / (name + SUFFIX), store / name, store / (name + BACKUP)
+        if _version(final) != old and _version(bak) == old:  # moved aside, or replaced
+            os.replace(bak, final)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        if _version(final) != old:
+            raise CorruptStore(f"a migration to v{m.migration['to']} can neither finish (a "
+                               f"copy is damaged or missing) nor be undone (the v{old} "
+                               "original is gone)", str(final))
+    fsync_dir(store)
+
+
+def _version(path: Path) -> int | None:
+    """The header version a segment file declares (None: missing or unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(sg.FILE_HEADER_BYTES)
+        number = sg.segment_number(path.name.split(".dat")[0] + ".dat")  # also .bak, .migrating
+        return sg.unpack_segment_header(head, str(path), number).header_version
+    except (OSError, StoreError, ValueError):
+        return None
 
 
 def _roll_forward(store: Path, m: mf.Manifest) -> None:

@@ -208,6 +208,37 @@ def test_crash_at_each_step_of_the_protocol(tmp_path, stage):
     assert got == (3 if stage == "converted" else 1)
 
 
+@pytest.mark.parametrize("stage", ["intent", "some-renamed"])
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_an_interrupted_migration_with_a_bad_copy_is_undone(tmp_path, stage, damage):
+    """A copy damaged or deleted after it was written (a disk error, a tmp cleaner): the next
+    writer used to install it over the intact original, or commit the new version over a
+    segment still in the old one. verify names it; the writer undoes the migration."""
+    path = tmp_path / "store"
+    build_store(path, 900, header_version=3, seed=3, max_segment_records=300)
+    orig = read_state(path)
+    m = mf.read_manifest(path)
+    files = [s.file for s in m.segments]
+    with WriterLock(path, 10):
+        for s in m.segments:
+            migration._write_converted(path, s, sg.SegmentReader(path / s.file, s.records),
+                                       int(s.file[4:10]), 1, m.dim)
+        mf.write_manifest(path, dataclasses.replace(m, migration={"to": 1, "files": files})
+                          .next_generation())
+        if stage == "some-renamed":  # first file rolled forward, second half-way
+            os.replace(path / files[0], path / (files[0] + ".bak"))
+            os.replace(path / (files[0] + ".migrating"), path / files[0])
+            os.replace(path / files[1], path / (files[1] + ".bak"))
+        copy = path / (files[2] + ".migrating")
+        if damage == "truncated":
+            os.truncate(copy, copy.stat().st_size // 2)
+        else:
+            copy.unlink()
+    report = verify(path)
+    assert not report.ok and "undoes the interrupted migration" in json.dumps(report.as_dict())
+    assert assert_recovered(path, orig, 3, 1) == 3
+
+
 MIGRATOR = """
 import sys
 from synapse_cli.commands import main

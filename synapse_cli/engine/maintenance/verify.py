@@ -138,6 +138,15 @@ def _verify(store_dir) -> Report:
                 _check_payload_owners(store, m, s, report)
             except StoreError as exc:
                 report.problems.append(_problem(exc, s.file))
+    if m.migration:  # an interrupted migration: can the next writer roll it forward?
+        from store_format.migration import pending_problem
+
+        stuck = pending_problem(store, m)
+        if stuck is not None:
+            p = _problem(stuck, mf.MANIFEST_NAME)
+            report.problems.append(Problem(p.file, p.offset, p.kind, p.message + " (the next "
+                                           "writer undoes the interrupted migration and "
+                                           "keeps the originals)"))
     report.checked["segments"] = len(m.segments)
     report.checked["records"] = records
     if prev_id >= m.next_record_id:
