@@ -174,12 +174,10 @@ def assert_recovered(path, orig, old: int, new: int) -> int:
 STAGES = ["converted", "intent", "some-renamed", "all-renamed", "committed"]
 
 
-@pytest.mark.parametrize("stage", STAGES)
-def test_crash_at_each_step_of_the_protocol(tmp_path, stage):
-    """The on-disk states a crash can leave, produced step by step as section 9 lists them."""
-    path = tmp_path / "store"
-    build_store(path, 900, header_version=3, seed=3, max_segment_records=300)
-    orig = read_state(path)
+def _interrupted(path, stage: str, damage=None) -> list[str]:
+    """Leave a v3 -> v1 migration of the store at `path` as a crash at `stage` would (the
+    steps of section 9); `damage(files)`, called under the lock at the end, may spoil it.
+    Returns the segment files."""
     m = mf.read_manifest(path)
     files = [s.file for s in m.segments]
     with WriterLock(path, 10):
@@ -199,6 +197,18 @@ def test_crash_at_each_step_of_the_protocol(tmp_path, stage):
             if stage == "committed":
                 mf.write_manifest(path, dataclasses.replace(intent, header_version=1,
                                                             migration=None).next_generation())
+        if damage is not None:
+            damage(files)
+    return files
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_crash_at_each_step_of_the_protocol(tmp_path, stage):
+    """The on-disk states a crash can leave, produced step by step as section 9 lists them."""
+    path = tmp_path / "store"
+    build_store(path, 900, header_version=3, seed=3, max_segment_records=300)
+    orig = read_state(path)
+    _interrupted(path, stage)
     # readers need no writer to come first: in "some-renamed" a segment is only under its
     # .bak and .migrating names, and every read command failed with "missing" until one did
     before = read_state(path)
@@ -217,23 +227,14 @@ def test_an_interrupted_migration_with_a_bad_copy_is_undone(tmp_path, stage, dam
     path = tmp_path / "store"
     build_store(path, 900, header_version=3, seed=3, max_segment_records=300)
     orig = read_state(path)
-    m = mf.read_manifest(path)
-    files = [s.file for s in m.segments]
-    with WriterLock(path, 10):
-        for s in m.segments:
-            migration._write_converted(path, s, sg.SegmentReader(path / s.file, s.records),
-                                       int(s.file[4:10]), 1, m.dim)
-        mf.write_manifest(path, dataclasses.replace(m, migration={"to": 1, "files": files})
-                          .next_generation())
-        if stage == "some-renamed":  # first file rolled forward, second half-way
-            os.replace(path / files[0], path / (files[0] + ".bak"))
-            os.replace(path / (files[0] + ".migrating"), path / files[0])
-            os.replace(path / files[1], path / (files[1] + ".bak"))
-        copy = path / (files[2] + ".migrating")
+
+    def spoil(files):
+        copy = path / (files[2] + ".migrating")  # not renamed yet in either stage
         if damage == "truncated":
             os.truncate(copy, copy.stat().st_size // 2)
         else:
             copy.unlink()
+    _interrupted(path, stage, spoil)
     report = verify(path)
     assert not report.ok and "undoes the interrupted migration" in json.dumps(report.as_dict())
     assert assert_recovered(path, orig, 3, 1) == 3
