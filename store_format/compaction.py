@@ -306,7 +306,7 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
 
 
 def scrub(store_dir) -> list[str]:
-    """Purge's last step (FORMAT.md 14.3): delete the files that may still hold copies of
+    """Purge's first and last step (FORMAT.md 14.3): delete the files that may hold copies of
     removed records: migration backups (`*.bak`), `*.migrating`, `*.tmp`, `extract.cache`.
     Returns the names deleted."""
     store = Path(store_dir)

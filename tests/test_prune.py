@@ -583,17 +583,13 @@ def _purge_state(p) -> tuple:
                 [s.body(r) for r in ids])
 
 
-@pytest.mark.parametrize("killed_after", [1, 2])
-def test_a_purge_killed_between_its_writes_ends_where_an_uninterrupted_one_does(
-        tmp_path, monkeypatch, killed_after):
-    """purge writes the requeue of episodes, then the trashing of derived nodes (flag bytes,
-    durable at once), then compacts. Killed after any of the first two and run again, it must requeue the same
-    episodes and remove the same nodes: trashing the nodes first lost their episodes' requeue
-    for good (a rerun no longer sees the trashed nodes as derived)."""
+def _consolidated_secret(base) -> int:
+    """A consolidated store of four lines, the first SECRET (whose id is returned): purging
+    it trashes the nodes derived from it and requeues the episodes they linked."""
+    from synapse_cli import api
     from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
     from synapse_cli.models.embedder import get_embedder
 
-    base = tmp_path / "base"
     lines = [{"text": SECRET, "speaker": "Dorothea", "session": "s1"},
              {"text": "Dorothea likes the Blue Garden cafe", "speaker": "Dorothea",
               "session": "s1"},
@@ -601,12 +597,68 @@ def test_a_purge_killed_between_its_writes_ends_where_an_uninterrupted_one_does(
               "session": "s1"},
              {"text": "Marcus booked a Lisbon hotel near the river", "speaker": "Marcus",
               "session": "s2"}]
-    from synapse_cli import api
-
     secret_id = api.ingest(lines, store=base, embedder=get_embedder())[0]["id"]
     with StoreWriter.open(base) as w:
         consolidate(w, FakeExtractor(), get_embedder(), ConsolidateConfig(window=2,
                                                                           prune_threshold=0.0))
+    return secret_id
+
+
+def test_a_purge_killed_after_its_commit_leaves_no_copy(tmp_path, monkeypatch):
+    """The copies outside the records (extract.cache, migration backups) were deleted after the
+    compaction's commit: killed in between, the purge left them, and a rerun found no record
+    to purge. They go first now."""
+    from synapse_cli import api
+
+    store = tmp_path / "s"
+    secret_id = _consolidated_secret(store)
+    (store / "extract.cache").write_text(SECRET)  # what a real extractor's cache holds
+    (store / "seg-000001.dat.bak").write_text(SECRET)  # a migration's backup
+
+    class Killed(BaseException):
+        pass
+
+    compact = pr.compaction.compact
+
+    def commit_then_die(*a, **k):
+        compact(*a, **k)
+        raise Killed()
+    monkeypatch.setattr(pr.compaction, "compact", commit_then_die)
+    with pytest.raises(Killed):
+        api.prune(store, ids=[secret_id], purge=True)
+    assert not (store / "extract.cache").exists() and not (store / "seg-000001.dat.bak").exists()
+    assert not any(SECRET.encode() in f.read_bytes() for f in store.iterdir() if f.is_file())
+
+
+def test_a_purge_the_disk_stops_says_what_it_did(tmp_path, monkeypatch):
+    """Disk full in the compaction: the record and its derived nodes are in the trash and
+    episodes wait for consolidate (each committed before); the error said only "disk full"."""
+    from store_format.errors import StoreIOError
+    from synapse_cli import api
+
+    store = tmp_path / "s"
+    secret_id = _consolidated_secret(store)
+
+    def full(*a, **k):
+        raise StoreIOError("disk full", str(store / "payload-2.log"))
+    monkeypatch.setattr(pr.compaction, "compact", full)
+    with pytest.raises(StoreIOError) as info:
+        api.prune(store, ids=[secret_id], purge=True)
+    hint = info.value.hint
+    assert "(1) are in the trash" in hint and "node(s) derived from them" in hint, hint
+    assert "prune --purge --yes` again" in hint
+
+
+@pytest.mark.parametrize("killed_after", [1, 2])
+def test_a_purge_killed_between_its_writes_ends_where_an_uninterrupted_one_does(
+        tmp_path, monkeypatch, killed_after):
+    """purge writes the requeue of episodes, then the trashing of derived nodes (flag bytes,
+    durable at once), then compacts. Killed after any of the first two and run again, it must requeue the same
+    episodes and remove the same nodes: trashing the nodes first lost their episodes' requeue
+    for good (a rerun no longer sees the trashed nodes as derived)."""
+    base = tmp_path / "base"
+    secret_id = _consolidated_secret(base)
+    with StoreWriter.open(base) as w:
         pr.trash(w, [secret_id])
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     shutil.copytree(base, whole)

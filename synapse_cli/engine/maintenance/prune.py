@@ -36,6 +36,7 @@ from store_format import compaction
 from store_format import dormancy as dm
 from store_format import flags as fl
 from store_format import graph_files as gf
+from store_format.errors import StoreError, StoreIOError
 from store_format.fileio import file_sizes
 from store_format.tags import normalize_tag
 
@@ -372,18 +373,27 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
             return new if new != body else None
 
     w.close_writers()
+    # Purge deletes the other copies first: they are caches and backups nothing else needs,
+    # and a purge killed after the compaction's commit would leave them, its records gone
+    # (a retry would find no record to purge). Again after, for what compaction left.
+    scrubbed = compaction.scrub(w.path) if purge else []
     try:
         res = compaction.compact(w.path, w.manifest, transform_body=transform,
                                  rewriters=[compact_files])
-    except PermissionError as exc:  # nothing is committed: the store is as it was
-        from store_format.errors import StoreIOError
-
-        err = StoreIOError(f"cannot write the compacted store: {exc.strerror}",
-                           exc.filename or str(w.path))
-        err.hint = ("compaction writes new files beside the old ones: it needs write access "
-                    "to the store directory")
+    except (OSError, StoreError) as exc:  # nothing of the compaction is committed
+        err = exc
+        if isinstance(exc, PermissionError):
+            err = StoreIOError(f"cannot write the compacted store: {exc.strerror}",
+                               exc.filename or str(w.path))
+            err.hint = ("compaction writes new files beside the old ones: it needs write "
+                        "access to the store directory")
+        elif not isinstance(exc, StoreError):
+            err = StoreIOError(exc.strerror or str(exc), exc.filename or str(w.path))
+        if derived or requeue:  # what the purge committed before it stopped
+            err.purge_done = (f"{len(derived)} node(s) derived from them are in the trash too "
+                              f"and {len(requeue)} episode(s) wait for consolidate")
         raise err from None
-    scrubbed = compaction.scrub(w.path) if purge else []
+    scrubbed = sorted(set(scrubbed) | set(compaction.scrub(w.path))) if purge else []
     w.manifest = w._pending = res.manifest
     w.refresh()
     from ..pagerank_cache import remove
@@ -408,7 +418,17 @@ def prune(w: StoreWriter, policy: PrunePolicy, *, compact_after: bool = False,
     report = {"dry_run": False, **sel.as_dict()}
     report["trashed"] = trash(w, sel.selected)
     if compact_after or purge:
-        report.update(compact(w, purge=purge))
+        try:
+            report.update(compact(w, purge=purge))
+        except StoreError as exc:  # the trash is committed, its emptying is not: say so
+            if report["trashed"] or getattr(exc, "purge_done", None):
+                done = f"the records selected ({len(report['trashed'])}) are in the trash"
+                if getattr(exc, "purge_done", None):
+                    done += f"; {exc.purge_done}"
+                exc.hint = "; ".join(filter(None, [
+                    getattr(exc, "hint", None), done, "the trash is not emptied: run `synapse "
+                    f"prune --{'purge' if purge else 'compact'} --yes` again to finish"]))
+            raise
     return report
 
 
