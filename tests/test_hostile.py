@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SYNAPSE, assert_clean_failure, cli_env, run_cli
+from conftest import SYNAPSE, assert_clean_failure, cli_env, run_cli, spawn_python
 from store_format import flags as fl
 from synapse_cli.engine.store import Store
 from synapse_cli.engine.maintenance.verify import verify
@@ -332,6 +332,31 @@ def test_output_cut_short_by_a_full_disk_is_an_error(tmp_path):
         assert out.stat().st_size == 1024  # the limit was reached: the output is cut
         r = subprocess.CompletedProcess(r.args, r.returncode, "", r.stderr.decode())
         assert "stdout" in assert_clean_failure(r, 74)[0], args
+
+
+OUT_OF_MEMORY = """
+import sys
+import numpy as np
+from synapse_cli.commands import main
+from synapse_cli.engine.recall import synapse
+def no_memory(*a, **k):
+    if sys.argv[2] == "numpy":
+        np.empty(1 << 62, np.uint8)  # numpy's _ArrayMemoryError, a MemoryError
+    raise RuntimeError("can't start new thread")  # what `ulimit -v` gave ingest
+synapse.run = no_memory
+main.run(["--store", sys.argv[1], "recall", "hiking", "--no-touch"])
+"""
+
+
+@pytest.mark.parametrize("kind", ["numpy", "thread"])
+def test_out_of_memory_is_one_line_not_a_bug_report(tmp_path, kind):
+    # `ulimit -v` made ingest and consolidate print a traceback and "internal error (a bug)"
+    store = tmp_path / "store"
+    assert ingest(store, b'{"text": "a note about hiking"}\n').returncode == 0
+    child = spawn_python(OUT_OF_MEMORY, store, kind)
+    out, err = child.communicate(timeout=120)
+    lines = assert_clean_failure(subprocess.CompletedProcess([], child.returncode, out, err), 71)
+    assert lines[0].startswith("synapse: error: out of memory") and "ulimit" in lines[1]
 
 
 def test_recall_on_a_read_only_store_answers_without_touching(tmp_path, monkeypatch):

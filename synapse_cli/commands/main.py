@@ -196,6 +196,9 @@ def run(argv: list[str] | None = None) -> None:
         if code == exits.INTERNAL:
             traceback.print_exc()
             output.error("internal error (a bug in synapse); please report it with the traceback above")
+        elif code == exits.OSERR:
+            output.error(f"out of memory{': ' + str(exc) if str(exc) else ''}",
+                         exits.hint_for(exc))
         else:
             output.error(str(exc), exits.hint_for(exc))
         sys.exit(code)
