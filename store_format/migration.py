@@ -61,9 +61,12 @@ def plan(store_dir, m: mf.Manifest, to_version: int) -> Plan:
         if v >= 2 and to_version == 1 and r.n:
             loses["arousal"] += int(np.count_nonzero(r.headers["arousal"]))
             loses["storage_strength"] += int(np.count_nonzero(r.headers["storage_strength"] != 1.0))
-    lossy = any(v > to_version for v in versions)
-    return Plan(sorted(versions), to_version, len(m.segments), records, lossy,
-                {k: n for k, n in loses.items() if n}, before, after)
+    # A downgrade drops the fields the target lacks; it loses something only where a record
+    # holds a value there (v3's extra bytes are reserved, always zero: v3 -> v2 loses nothing).
+    loses = {k: n for k, n in loses.items() if n}
+    lossy = any(v > to_version for v in versions) and bool(loses)
+    return Plan(sorted(versions), to_version, len(m.segments), records, lossy, loses,
+                before, after)
 
 
 def migrate(store_dir, m: mf.Manifest, to_version: int) -> mf.Manifest:

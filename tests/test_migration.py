@@ -131,16 +131,16 @@ def test_chain_keeps_arousal_and_storage_strength_until_v1(tmp_path):
     assert verify(path).ok
 
 
-@pytest.mark.parametrize("target", [1, 2])
-def test_dry_run_and_downgrade_without_yes_change_nothing(tmp_path, target):
+def test_dry_run_and_downgrade_without_yes_change_nothing(tmp_path):
     path = tmp_path / "store"
     build_store(path, 500, header_version=3)
     before = dir_digest(path)
+    target = 1
 
     r = run_cli(["migrate", "--header", f"v{target}", "--dry-run"], path)
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
-    assert plan["dry_run"] and plan["lossy"] and plan["records"] == 500
+    assert plan["dry_run"] and plan["lossy"] and plan["records"] == 500 and plan["loses"]
     assert plan["from_versions"] == [3] and plan["to_version"] == target
     assert dir_digest(path) == before
 
@@ -153,6 +153,19 @@ def test_dry_run_and_downgrade_without_yes_change_nothing(tmp_path, target):
     r = run_cli(["migrate", "--header", "v3", "--dry-run"], path)  # a no-op plan
     assert r.returncode == 0 and not json.loads(r.stdout)["lossy"]
     assert dir_digest(path) == before
+
+
+def test_v3_to_v2_loses_nothing_and_needs_no_yes(tmp_path):
+    # v3 only adds reserved bytes, always zero: the dry run said it loses nothing, the
+    # migration still asked for --yes ("loses reserved bytes")
+    path = tmp_path / "store"
+    build_store(path, 200, header_version=3)
+    r = run_cli(["migrate", "--header", "v2", "--dry-run"], path)
+    plan = json.loads(r.stdout)
+    assert not plan["lossy"] and plan["loses"] == {}
+    r = run_cli(["migrate", "--header", "v2"], path)  # stdin is not a terminal
+    assert r.returncode == 0, r.stderr
+    assert mf.read_manifest(path).header_version == 2 and verify(path).ok
 
 
 # --- crashes -------------------------------------------------------------------------------------

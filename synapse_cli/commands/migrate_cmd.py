@@ -24,8 +24,8 @@ def migrate(
 ) -> None:
     """Rewrite every segment in another header layout, atomically.
 
-    Upgrades are lossless; downgrades drop fields the target lacks and need --yes off a
-    terminal. Each segment goes to *.migrating, is verified, the original is kept as *.bak.
+    Upgrades are lossless; a downgrade that drops values records hold (to v1: arousal,
+    storage strength) needs --yes off a terminal. Each segment goes to *.migrating, is verified, the original is kept as *.bak.
 
     Example: synapse migrate --header v1 --dry-run
     """
@@ -44,7 +44,7 @@ def migrate(
         report = plan.as_dict() | {"dry_run": dry_run}
         if not dry_run:
             if plan.lossy:
-                lost = ", ".join(f"{k} on {n} records" for k, n in plan.loses.items()) or "reserved bytes"
+                lost = ", ".join(f"{k} on {n} records" for k, n in plan.loses.items())
                 confirm_destructive(f"downgrading to v{version} loses {lost}", yes)
             migration.migrate(w.path, w.manifest, version)
     if json or not output.Out.stdout_is_tty():
