@@ -469,6 +469,14 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
     try:
         counts = read_retrying(resolve_store(store), attempt, derived=not skip_damaged)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:  # the write into the export (a full disk): name the file
+            from store_format.errors import StoreIOError
+
+            raise StoreIOError(f"writing the export: {exc.strerror or exc}; nothing was "
+                               "written there", str(out)) from None
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

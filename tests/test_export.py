@@ -594,3 +594,17 @@ def test_import_into_header_v1_asks_before_dropping_fields(built, tmp_path):
                 env={"HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr
     assert api.inspect(store)["records"]["total"] > 0
+
+
+def test_export_cut_short_by_the_disk_names_its_file(built, tmp_path):
+    # a full disk (here a file size limit) was "[Errno 27] File too large", naming no file
+    import resource
+
+    out = tmp_path / "x.jsonl"
+    r = subprocess.run([str(SYNAPSE), "export", "--out", str(out)], capture_output=True,
+                       text=True, env=cli_env(built[0]), timeout=120,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                                             (4096, 4096)))
+    line = assert_clean_failure(r, 74)[0]
+    assert str(out) in line and "writing the export" in line
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
