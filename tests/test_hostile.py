@@ -359,6 +359,25 @@ def test_out_of_memory_is_one_line_not_a_bug_report(tmp_path, kind):
     assert lines[0].startswith("synapse: error: out of memory") and "ulimit" in lines[1]
 
 
+def test_a_damaged_id_is_blamed_on_its_record_not_the_next(tmp_path):
+    # row 4's id overwritten (up to 2^64): recall and prune blamed the intact row 5, whose id
+    # is "not greater than the previous id"; verify already named row 4 (its CRC)
+    store = tmp_path / "store"
+    lines = "".join(f'{{"text": "line {i} about the garden"}}\n' for i in range(8))
+    assert ingest(store, lines.encode()).returncode == 0
+    with Store.open(store) as s:
+        seg = s.segments[0]
+        h = seg.header
+        path = seg.path
+        at = h.record_offset(4) + h.stride - 24 + 4  # inside row 4's record id
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(b"\xff" * 4)
+    for args in (["recall", "garden", "--no-touch"], ["prune", "--id", "1", "--dry-run"]):
+        line = assert_clean_failure(run_cli(args, store), 65)[0]
+        assert "row 4 of the segment: record CRC mismatch" in line, (args, line)
+
+
 def test_recall_on_a_read_only_store_answers_without_touching(tmp_path, monkeypatch):
     """As when another writer holds the lock: the answer, `touched: false`, and one warning."""
     store = tmp_path / "store"

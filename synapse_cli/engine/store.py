@@ -97,6 +97,10 @@ class Store:
                 seg = int(np.searchsorted(self._starts, pos, side="right")) - 1
                 r = self.segments[seg]
                 row = pos - int(self._starts[seg])
+                # a damaged id (up to 2^64) makes the intact record after it look out of order:
+                # the CRCs of both, checked first, name the damaged one
+                start = max(row - 1, 0)
+                r.check(start, row + 1, prev_id=int(r.ids[start - 1]) if start else 0)
                 raise InvalidRecord(f"record {row}: id {int(ids[pos])} is 0 or not greater than "
                                     f"the previous id", path=str(r.path),
                                     offset=r.header.record_offset(row) + r.header.stride - 24)
