@@ -149,11 +149,29 @@ def load_extractor(store=None, **overrides):
                           model_sha256=model_sha256(resolve_store(store), path))
 
 
+# A consolidation holds the writer lock for one slice of about this many seconds at a time,
+# then lets a waiting writer in: an agent's `ingest` must not wait for the whole nightly run
+# (a few turns a second: minutes) and fail at its --lock-timeout.
+SLICE_SECONDS = 5.0
+
+
 def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: float | None = None,
-                    progress=None, extractor=None, embedder=None, **overrides):
-    """Consolidate the store; returns a `ConsolidateResult` (see `consolidate`)."""
+                    progress=None, extractor=None, embedder=None, between=None, **overrides):
+    """Consolidate the store; returns a `ConsolidateResult` (see `consolidate`).
+
+    The run goes in slices of SLICE_SECONDS, each under the writer lock and ending on a
+    committed window; between two, the lock is released (`between()` is called then: by
+    default a pause long enough for a writer that polls the lock to take it) and taken again
+    within `lock_timeout`. A run that cannot take it back stops there like one that reached
+    `max_seconds`: `left_windows` and `left_because` say so."""
+    import dataclasses
+    import time
+
+    from store_format.errors import LockTimeout
+    from store_format.lock import POLL_SECONDS
+
     from .engine.arguments import real
-    from .engine.consolidate import ConsolidateConfig, consolidate as run
+    from .engine.consolidate import ConsolidateConfig, ConsolidateResult, consolidate as run
     from .engine.store import StoreWriter
 
     real(max_seconds, "max_seconds", 0.0)
@@ -162,11 +180,38 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
     if extractor is None:
         model_path(s["extraction.model"])  # a missing or foreign model file: before the lock
     cfg = ConsolidateConfig(**s.kwargs("consolidate"), max_seconds=max_seconds)
-    with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
-        embedder = embedder or embedding.embedder()
-        embedding.check(w, embedder)
-        extractor = extractor or load_extractor(w.path, **overrides)
-        return run(w, extractor, embedder, cfg, progress=progress)
+    path, t0, total, done = resolve_store(store), time.monotonic(), None, 0
+
+    def counted(n: int, of: int) -> None:  # the windows of every slice, one count
+        if progress is not None:
+            progress(done + n, done + of)
+    while True:
+        spent = time.monotonic() - t0
+        budget = SLICE_SECONDS if max_seconds is None else min(SLICE_SECONDS,
+                                                               max(0.0, max_seconds - spent))
+        try:
+            with StoreWriter.open(path, lock_timeout=lock_timeout) as w:
+                if total is None:
+                    embedder = embedder or embedding.embedder()
+                    embedding.check(w, embedder)
+                    extractor = extractor or load_extractor(w.path, **overrides)
+                part = run(w, extractor, embedder, dataclasses.replace(cfg, max_seconds=budget),
+                           progress=counted)
+        except LockTimeout:
+            if total is None:  # the first slice: the lock was never ours
+                raise
+            total.left_because = "lock"
+            break
+        if total is None:
+            total = ConsolidateResult()
+        total.add(part)
+        done += part.windows
+        if not part.left_windows or (max_seconds is not None
+                                     and time.monotonic() - t0 >= max_seconds):
+            break
+        (between or (lambda: time.sleep(3 * POLL_SECONDS)))()
+    total.seconds = time.monotonic() - t0
+    return total
 
 
 def consolidate(store=None, **kwargs) -> dict:

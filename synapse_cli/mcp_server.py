@@ -19,6 +19,7 @@ import inspect
 import logging
 import math
 import threading
+import time
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -166,11 +167,19 @@ class Memory:
         the client went away) or the server closes, stop after the window being extracted
         (each window commits on its own: nothing is lost) and release the writer lock."""
         from store_format import manifest
+        from store_format.lock import POLL_SECONDS
 
         def progress(done: int, total: int) -> None:
             if stop.is_set() or self.stopping.is_set():
                 raise Stopped(f"consolidate stopped after {done} of {total} windows: the call "
                               "was cancelled")
+
+        def between() -> None:  # this server's own writes (remember) go between slices too
+            self.writing.release()
+            try:
+                time.sleep(3 * POLL_SECONDS)
+            finally:
+                self.writing.acquire()
 
         manifest.read_manifest(self.path, check_files=False)  # StoreNotFound before the model
         with self.writing:
@@ -178,7 +187,8 @@ class Memory:
                 self._extractor = api.load_extractor(self.path)
             return api.run_consolidate(self.path, max_seconds=max_seconds, progress=progress,
                                        extractor=self._extractor, embedder=self.embedder(),
-                                       lock_timeout=self.write_wait()).as_dict()
+                                       lock_timeout=self.write_wait(),
+                                       between=between).as_dict()
 
     def write_wait(self) -> float:
         return self.settings()["mcp.write_wait"]

@@ -434,3 +434,64 @@ def test_real_model_names_occur_in_window():
         assert e["name"] in joined and e["type"]
     for r in r1["relations"]:
         assert 0.0 <= r["weight"] <= 1.0
+
+
+class _SlowExtractor:
+    """FakeExtractor at a real model's pace (0.3 s a window)."""
+
+    cache_id = "slow\nf1"
+
+    def __init__(self):
+        from fakes_extractor import FakeExtractor
+
+        self.inner = FakeExtractor()
+
+    def extract(self, window_texts):
+        time.sleep(0.3)
+        return self.inner.extract(window_texts)
+
+
+def test_an_ingest_waits_seconds_not_the_whole_consolidation(tmp_path, monkeypatch):
+    """Consolidation holds the writer lock a slice at a time: an agent's ingest during the
+    nightly run went through only after it, and failed at its --lock-timeout when the run
+    was longer. A run that cannot take the lock back stops there and says why."""
+    import threading
+
+    from synapse_cli import api
+    from synapse_cli.models.fake import FakeEmbedder
+
+    monkeypatch.setattr(api, "SLICE_SECONDS", 0.5)
+    emb = FakeEmbedder(384)
+    store = tmp_path / "s"
+    api.ingest([{"text": f"Ana met Bruno in Lisbon on day {i}", "speaker": "Ana"}
+                for i in range(60)], store=store, embedder=emb)
+    out = {}
+    run = threading.Thread(target=lambda: out.update(r=api.run_consolidate(
+        store, extractor=_SlowExtractor(), embedder=emb, window=4, lock_timeout=30)))
+    run.start()
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    api.ingest([{"text": "Bruno moved to Porto", "speaker": "Bruno"}], store=store,
+               embedder=emb, lock_timeout=2.0)  # the whole run takes ~5 s
+    waited = time.monotonic() - t0
+    run.join(timeout=120)
+    assert waited < 2.0 and run.is_alive() is False
+    res = out["r"]
+    assert res.left_windows == 0 and res.episodes >= 60, res.as_dict()
+    assert verify(store).ok
+
+    # another writer holds the lock past the run's timeout when it comes back: it stops
+    from store_format.lock import WriterLock
+
+    api.ingest([{"text": f"Carla cooked dinner {i}", "speaker": "Carla"} for i in range(40)],
+               store=store, embedder=emb)
+    run = threading.Thread(target=lambda: out.update(r=api.run_consolidate(
+        store, extractor=_SlowExtractor(), embedder=emb, window=4, lock_timeout=0.3)))
+    run.start()
+    time.sleep(0.2)
+    with WriterLock(store, 30):  # taken between two slices, held past 0.3 s
+        time.sleep(1.5)
+    run.join(timeout=120)
+    res = out["r"]
+    assert res.left_windows > 0 and res.left_because == "lock", res.as_dict()
+    assert res.as_dict()["left_because"] == "lock"

@@ -42,7 +42,9 @@ def consolidate(
     """Extract entities and relations from unconsolidated episodes, window by window.
 
     Each window is committed on its own, so the command can be killed at any moment and run
-    again: finished windows are not redone and nothing is duplicated. Silent on success when
+    again: finished windows are not redone and nothing is duplicated. The writer lock is
+    held a few seconds at a time (a slice of windows), so ingests wait seconds, not the whole
+    run. Silent on success when
     not on a terminal; --json prints a summary object. Exit 75 when another writer holds the
     lock (--lock-timeout) or --max-seconds left work undone. In the summary, `edges` counts
     edges written (an edge written again with a new weight counts again) and `edges_removed`
@@ -68,7 +70,9 @@ def consolidate(
                 f"in {result.seconds:.1f}s")
     if result.left_windows:
         n, e = result.left_windows, result.left_episodes
-        output.warn(f"synapse: --max-seconds reached; {n} window{'s' * (n != 1)} "
+        why = ("another writer held the store past --lock-timeout"
+               if result.left_because == "lock" else "--max-seconds reached")
+        output.warn(f"synapse: {why}; {n} window{'s' * (n != 1)} "
                     f"({e} episode{'s' * (e != 1)}) left for the next run")
         raise typer.Exit(TEMPFAIL)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -129,7 +129,18 @@ class ConsolidateResult:
     seconds: float = 0.0
     left_windows: int = 0
     left_episodes: int = 0
+    # why windows were left: "max_seconds", or "lock" (another writer held the store past
+    # the lock timeout when the run came back for its next slice)
+    left_because: str = ""
     extractions: list = field(default_factory=list)  # (window ids, result), for reports
+
+    def add(self, other: "ConsolidateResult") -> None:
+        """Count `other` (the next slice of the same run) in; what is left is its."""
+        for f in fields(self):
+            if f.name in ("left_windows", "left_episodes", "left_because"):
+                setattr(self, f.name, getattr(other, f.name))
+            elif f.name != "seconds":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("windows", "episodes", "nodes_created",
@@ -137,6 +148,8 @@ class ConsolidateResult:
                                            "prune_candidates", "archived", "woken",
                                            "document_nodes", "document_links",
                                            "cache_hits", "left_windows", "left_episodes")}
+        if self.left_windows:
+            d["left_because"] = self.left_because
         d["seconds"] = round(self.seconds, 3)
         d["extract_seconds"] = round(self.extract_seconds, 3)
         return d
@@ -588,6 +601,7 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
         if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
             res.left_windows = len(windows) - n
             res.left_episodes = sum(len(x.ids) for x in windows[n:])
+            res.left_because = "max_seconds"
             break
         _process_window(w, win, extractor, embedder, cache, nodes, inedges, dormancy, docs, cfg,
                         res)
