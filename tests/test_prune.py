@@ -583,6 +583,22 @@ def _purge_state(p) -> tuple:
                 [s.body(r) for r in ids])
 
 
+def test_a_restore_dry_run_says_what_the_run_would(tmp_path):
+    # it listed every id asked for as "restore", also one not in the trash
+    from synapse_cli import api
+
+    store = tmp_path / "s"
+    api.ingest(["one note", "another note"], store=store, embedder=FakeEmbedder(384))
+    api.prune(store, ids=[1])
+    r = run_cli(["prune", "--restore", "1", "--restore", "2", "--dry-run", "--json"], store)
+    assert r.returncode == 0, r.stderr
+    dry = json.loads(r.stdout)
+    assert dry["restore"] == [1] and dry["not_in_trash"] == [2]
+    r = run_cli(["prune", "--restore", "1", "--restore", "2", "--json"], store)
+    real = json.loads(r.stdout)
+    assert real["restored"] == dry["restore"] and real["not_in_trash"] == dry["not_in_trash"]
+
+
 def _consolidated_secret(base) -> int:
     """A consolidated store of four lines, the first SECRET (whose id is returned): purging
     it trashes the nodes derived from it and requeues the episodes they linked."""

@@ -31,6 +31,8 @@ def _summary(report: dict) -> str:
         parts.append(f"restored {len(report['restored'])}")
     if "restore" in report:  # a dry run's
         parts.append(f"would restore {len(report['restore'])}")
+    if report.get("not_in_trash"):
+        parts.append(f"{len(report['not_in_trash'])} not in the trash")
     if "would_remove" in report:
         parts.append(f"would remove {len(report['would_remove'])} records for good"
                      + (f" ({len(report['derived_nodes'])} derived semantic nodes among "
@@ -112,6 +114,8 @@ def prune(
     Example: synapse prune --query "my bank password" --purge --yes
     Example: synapse prune --within user:bob --query "bank PIN" --dry-run
     """
+    from store_format import flags as fl
+
     from ..engine import arguments as a
     from ..engine.maintenance import prune as pr
     from ..engine.store import Store, StoreWriter
@@ -143,8 +147,11 @@ def prune(
     with opened as w:
         if restore:
             _require_records(w, restore)
-            if dry_run:
-                report["restore"] = sorted(set(restore))
+            if dry_run:  # what the real run would restore, and what it would call not_in_trash
+                asked = sorted(set(restore))
+                trashed = [r for r in asked if fl.is_tombstone(w.header(r).flags)]
+                report["restore"] = trashed
+                report["not_in_trash"] = [r for r in asked if r not in trashed]
             else:
                 report.update(pr.restore(w, restore))
         else:
@@ -161,7 +168,6 @@ def prune(
                     output.warn(f"  {q['id']:>8}  {q['similarity']:.3f}  {q['text'][:100]!r}")
             if dry_run:
                 from ..engine.maintenance.prune import Table
-                from store_format import flags as fl
 
                 if compact or purge:
                     t = Table.of(w)
