@@ -265,6 +265,6 @@ def test_prune_dry_runs_of_compact_purge_and_restore_on_a_terminal(demo_store):
     for args, says in ((["prune", "--compact", "--dry-run"], "would remove 0 records"),
                        (["prune", "--purge", "--dry-run"], "would remove 0 records"),
                        (["prune", "--restore", "1", "--dry-run"],
-                        "would restore 0, 1 not in the trash")):
+                        "would restore 0; 1 not in the trash")):
         code, shown, _ = on_terminal(args, demo_store)
         assert code == 0 and says in shown and "Traceback" not in shown, shown
