@@ -98,8 +98,12 @@ class WriterLock:
                 raise UnsafeStore("LOCK is a symlink; refusing to follow it", str(self.path)) from None
             err = StoreIOError(exc.strerror or str(exc), str(self.path))
             if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                err.hint = ("the store is read-only here: writing needs write access to its "
-                            "directory; recall, inspect and --dry-run only read")
+                # the LOCK file itself may be what is read-only (the directory writable)
+                what = ("its LOCK file (chmod u+w LOCK)"
+                        if exc.errno != errno.EROFS and os.path.exists(self.path)
+                        and os.access(self.path.parent, os.W_OK) else "its directory")
+                err.hint = (f"the store is read-only here: writing needs write access to "
+                            f"{what}; recall, inspect and --dry-run only read")
             raise err from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)

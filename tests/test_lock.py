@@ -114,3 +114,27 @@ def test_release_is_idempotent(tmp_path):
     lock.release()
     with WriterLock(tmp_path, 0):
         pass
+
+
+@pytest.mark.parametrize("lock_writable", [False, True])
+def test_a_read_only_lock_file_is_named_in_the_hint(tmp_path, monkeypatch, lock_writable):
+    # a LOCK file without write access in a writable directory: the hint said the directory
+    # needed write access. The refusal is simulated (root ignores file modes).
+    import errno
+
+    (tmp_path / "LOCK").write_text("")
+    real_open = os.open
+
+    def refuse(path, *a, **k):
+        if str(path).endswith("LOCK"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+    monkeypatch.setattr(os, "open", refuse)
+    if lock_writable:  # as if the directory were read-only
+        monkeypatch.setattr(os, "access", lambda p, mode: False)
+    with pytest.raises(errors.StoreIOError) as info:
+        WriterLock(tmp_path, 0).acquire()
+    if lock_writable:
+        assert "write access to its directory" in info.value.hint
+    else:
+        assert "write access to its LOCK file (chmod u+w LOCK)" in info.value.hint
