@@ -116,8 +116,8 @@ def test_release_is_idempotent(tmp_path):
         pass
 
 
-@pytest.mark.parametrize("lock_writable", [False, True])
-def test_a_read_only_lock_file_is_named_in_the_hint(tmp_path, monkeypatch, lock_writable):
+@pytest.mark.parametrize("dir_writable", [True, False])
+def test_a_read_only_lock_file_is_named_in_the_hint(tmp_path, monkeypatch, dir_writable):
     # a LOCK file without write access in a writable directory: the hint said the directory
     # needed write access. The refusal is simulated (root ignores file modes).
     import errno
@@ -130,11 +130,11 @@ def test_a_read_only_lock_file_is_named_in_the_hint(tmp_path, monkeypatch, lock_
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, *a, **k)
     monkeypatch.setattr(os, "open", refuse)
-    if lock_writable:  # as if the directory were read-only
+    if not dir_writable:
         monkeypatch.setattr(os, "access", lambda p, mode: False)
     with pytest.raises(errors.StoreIOError) as info:
         WriterLock(tmp_path, 0).acquire()
-    if lock_writable:
+    if not dir_writable:
         assert "write access to its directory" in info.value.hint
     else:
         assert "write access to its LOCK file (chmod u+w LOCK)" in info.value.hint
