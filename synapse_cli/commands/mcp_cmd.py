@@ -83,10 +83,10 @@ def mcp(
 
 def _check_scope(tag: str) -> None:
     """The scope is a tag remember adds to each memory: the rules of a tag in ingest's input."""
-    from ..engine.inputs import InputError, _check_tag
+    from ..engine.inputs import InputError, check_tag
 
     try:
-        _check_tag(tag, "--scope")
+        check_tag(tag, "--scope")
     except InputError as exc:
         raise UserError(f"--scope {tag!r}: {exc.reason}", code=USAGE) from None
 

@@ -174,7 +174,7 @@ def _opt_str(obj: dict, key: str, where: str) -> str | None:
 RESERVED_TAG_PREFIXES = ("speaker:", "session:", "source:")
 
 
-def _check_tag(tag: str, where: str) -> None:
+def check_tag(tag: str, where: str) -> None:
     from store_format.tags import normalize_tag
 
     norm = normalize_tag(_text(tag, where, "tags"))
@@ -207,7 +207,7 @@ def item_from_object(obj, where: str) -> Item:
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or len(tags) > 64:
         raise InputError(where, "`tags` must be a list of at most 64 strings")
     for tag in tags:
-        _check_tag(tag, where)
+        check_tag(tag, where)
     from store_format.tags import normalize_tag
 
     # one spelling per tag: "A" and "a" are one tag (FORMAT.md 4.2), so the first is kept
