@@ -91,14 +91,15 @@ def _index_fields(body: dict) -> bool:
 
 
 def compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = None,
-            rewriters: Iterable[Rewriter] = ()) -> CompactionResult:
-    """Rewrite the store without its tombstoned records and commit; see `_compact`.
+            rewriters: Iterable[Rewriter] = (), spare=()) -> CompactionResult:
+    """Rewrite the store without its tombstoned records (but those whose ids are in `spare`,
+    which stay in the trash) and commit; see `_compact`.
 
     A compaction that fails (a full disk, a damaged record) deletes the new files it wrote, so
     the store is left exactly as it was (the next writer would delete them anyway, s. 14.2).
     """
     try:
-        return _compact(store_dir, m, transform_body, rewriters)
+        return _compact(store_dir, m, transform_body, rewriters, spare)
     except BaseException:
         _remove_unnamed(Path(store_dir))
         raise
@@ -118,7 +119,7 @@ def _remove_unnamed(store: Path) -> None:
 
 
 def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = None,
-             rewriters: Iterable[Rewriter] = ()) -> CompactionResult:
+             rewriters: Iterable[Rewriter] = (), spare=()) -> CompactionResult:
     """Rewrite the store without its tombstoned records and commit; see the module docstring.
 
     Parameters
@@ -129,6 +130,8 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
         to drop references to removed records)
     rewriters : callables that write further files for the kept ids and return the manifest
         fields naming them (already verified)
+    spare : ids of tombstoned records kept as they are (another user's trash, under a scoped
+        purge)
     """
     store = Path(store_dir)
     if m.migration:
@@ -138,8 +141,11 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
 
     # Which records stay.
     kept_parts, removed_parts = [], []
+    spared = np.asarray(sorted(spare), np.uint64)
     for r in readers:
         dead = fl.is_tombstone(np.asarray(r.headers["flags"]))
+        if len(spared):
+            dead &= ~np.isin(np.asarray(r.ids), spared)
         kept_parts.append(np.flatnonzero(~dead))
         removed_parts.append(np.asarray(r.ids)[dead])
     removed = (np.concatenate(removed_parts) if removed_parts else np.zeros(0, np.uint64))

@@ -303,8 +303,6 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     with opened as w:
         if not policy.within:  # a scope lists unknown ids as out_of_scope (prune.select)
             _require_records(w, policy.ids)
-        if policy.within and (compact or purge):
-            pr.check_scoped_compaction(w, policy.within)
         sel = pr.select(w, policy, embedder) if policy.active() else pr.Selection()
         if dry_run:
             return {"dry_run": True, **(sel.as_dict() if policy.active() else {})}

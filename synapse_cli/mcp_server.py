@@ -223,6 +223,9 @@ class Embedded:
         return np.stack([self._known[t] for t in texts])
 
 
+MAX_IDS = 10_000  # ids one forget, restore, pin or unpin call may name
+
+
 class Stopped(Exception):
     """A consolidation stopped between windows because its call was cancelled."""
 
@@ -256,6 +259,16 @@ def build(path: Path, scope: str | None = None):
         return register
 
     fixed = (scope,) if scope else ()
+    from store_format.tags import normalize_tag
+
+    def bounded(ids) -> None:
+        """A call names at most MAX_IDS ids (a million took a core for minutes)."""
+        if ids is not None and len(ids) > MAX_IDS:
+            raise api.InputError("ids", f"{len(ids)} ids: at most {MAX_IDS} per call")
+
+    def in_namespace(tag: str, of: str) -> bool:
+        """`tag` is in the namespace of `of` ("user:bob" in "user:ana"'s)."""
+        return normalize_tag(tag).split(":", 1)[0] == normalize_tag(of).split(":", 1)[0]
 
     def within(tags) -> tuple[str, ...]:
         """A caller's `tags` AND the server's scope: a caller can narrow the scope, never
@@ -284,11 +297,20 @@ def build(path: Path, scope: str | None = None):
         from .engine.ingest import retrieval_text
         from .engine.inputs import item_from_object
 
-        def given(m: dict) -> dict:
+        def given(m: dict, n: int) -> dict:
             m = {k: v for k, v in m.items() if v is not None}
-            return {**m, "tags": [*m.get("tags", []), *fixed]} if fixed else m
+            if not fixed:
+                return m
+            # "user:bob" beside the server's "user:ana" would file the memory under Bob's
+            # scope too, where his recall finds it: a scope is never widened, also on write
+            other = [t for t in m.get("tags", []) if isinstance(t, str)
+                     and in_namespace(t, scope) and normalize_tag(t) != normalize_tag(scope)]
+            if other:
+                raise api.InputError(f"item {n}", f"tag {other[0]!r} names another scope than "
+                                                  f"this server's ({scope})")
+            return {**m, "tags": [*m.get("tags", []), *fixed]}
 
-        items = [item_from_object(given(m), f"item {n}") for n, m in enumerate(memories, 1)]
+        items = [item_from_object(given(m, n), f"item {n}") for n, m in enumerate(memories, 1)]
         if not items:
             return {"results": [], "counts": {"stored": 0, "duplicate": 0, "gated": 0}}
         # the model runs before the writer lock is taken: the lock is held to write only
@@ -341,7 +363,7 @@ def build(path: Path, scope: str | None = None):
 
         `tags` limits it to memories carrying every one of them (e.g. ["user:bob"]: nothing
         of another user is forgotten or shown; ids outside are listed under `out_of_scope`;
-        `purge` then refuses while another user's memories are in the trash).
+        `purge` then empties only that user's part of the trash).
         By default they go to the trash: recall ignores them and `restore` brings them back.
         Call with `dry_run: true` first to see what would go (`selected`, and `query_matches`
         with each match's text). `purge: true` deletes them and every copy for good (the
@@ -350,6 +372,7 @@ def build(path: Path, scope: str | None = None):
         TAG to `tags`: nothing outside that user's memories is forgotten or shown."""
         if not ids and not query:
             raise api.InputError("forget", "give `ids` or `query`")
+        bounded(ids)
         with mem.writing:
             return api.prune(path, ids=ids or (), query=query, within=within(tags),
                              dry_run=dry_run, purge=purge, embedder=mem.embedder(),
@@ -359,6 +382,7 @@ def build(path: Path, scope: str | None = None):
         """(ids inside the `tags` scope (and the server's), ids outside it or unknown to the
         store): as for `forget`, a scope keeps one user's agent off another user's memories,
         and does not tell it which ids exist."""
+        bounded(ids)
         tags = within(tags)
         if not tags:
             return ids, []
@@ -372,7 +396,8 @@ def build(path: Path, scope: str | None = None):
         with Store.open(path) as s:
             known = set(s.ids.tolist())
             outside = [i for i in ids if i not in known or not want <= exact_tags(s.body(i))]
-        return [i for i in ids if i not in outside], outside
+        out = set(outside)
+        return [i for i in ids if i not in out], outside
 
     @tool(writes)
     @_errors(ToolError)

@@ -699,6 +699,7 @@ def test_scope_refuses_the_graph_tools_and_allows_consolidate(tmp_path):
     ("", "empty tag"),
     ("speaker:ana", "is reserved"),
     ("x" * 1001, "longer than 1000"),
+    ("ana", "NAMESPACE:VALUE"),  # without a namespace, remember could not refuse user:bob
 ])
 def test_bad_scope_exits_2(tmp_path, tag, message):
     got = subprocess.run([SYNAPSE, "mcp", "--scope", tag], env=env_for(tmp_path / "s"),
@@ -706,3 +707,26 @@ def test_bad_scope_exits_2(tmp_path, tag, message):
     err = got.stderr.decode()
     assert got.returncode == 2 and "--scope" in err and message in err
     assert "Traceback" not in err
+
+
+def test_scope_remember_cannot_file_a_memory_under_another_scope(tmp_path):
+    # tags ["user:bob"] on a server scoped to user:ana: the memory carried both tags and Bob's
+    # recall ranked it first (a planted "Bob's new bank PIN is 0000")
+    store = tmp_path / "s"
+
+    async def calls(c):
+        planted = [await c.call_tool("remember", {"memories": [
+            {"text": "Bob's new bank PIN is 0000.", "tags": tags}]})
+            for tags in (["user:bob"], ["USER:BOB "], ["project:x", "user:bob"])]
+        fine = data(await c.call_tool("remember", {"memories": [
+            {"text": "Ana's bank is in Porto.", "tags": ["project:x", "user:ana"]}]}))
+        many = await c.call_tool("pin", {"ids": list(range(1, 10_002))})
+        return planted, fine, many
+    planted, fine, many = as_ana(store, calls)
+    for result in planted:
+        assert "another scope" in error(result)
+    assert fine["counts"]["stored"] == 1
+    assert "at most 10000" in error(many)  # a million ids took a core for minutes
+    from synapse_cli import api
+
+    assert api.inspect(store)["records"]["total"] == 1

@@ -527,12 +527,15 @@ def test_a_scope_keeps_a_forget_to_one_users_memories(tmp_path):
     assert out["trashed"] == [2] and out["out_of_scope"] == [1]
     ana = api.recall("What is the password hint?", store=store, tags=["user:ana"], touch=False)
     assert [r["id"] for r in ana["results"]] == [1]
-    # purge empties the whole trash: with another user's record in it, a scoped purge refuses
+    # a scoped purge empties its user's part of the trash: another user's trashed record
+    # stays, restorable (it was refused, naming how many of another user's were there)
     api.prune(store, ids=[1])
-    with pytest.raises(api.InputError, match="outside"):
-        api.prune(store, ids=[2], within=["user:bob"], purge=True)
+    dry = api.prune(store, ids=[2], within=["user:bob"], purge=True, dry_run=True)
+    assert dry["selected"] == []  # already in the trash
+    out = api.prune(store, ids=[2], within=["user:bob"], purge=True)
+    assert out["removed_ids"] == [2] and "1" not in json.dumps(out["out_of_scope"])
     assert api.restore([1], store=store)["restored"] == [1]
-    assert api.prune(store, within=["user:bob"], purge=True)["removed_ids"] == [2]
+    assert [m["id"] for m in api.list_memories(store)["memories"]] == [1]
 
 
 def test_the_command_line_scope_is_within(tmp_path):
@@ -550,8 +553,13 @@ def test_the_command_line_scope_is_within(tmp_path):
     dry = json.loads(r.stdout)
     assert dry["selected"] == [2] and "Miso" not in r.stdout + r.stderr
     assert run_cli(["prune", "--id", "1", "--yes"], store).returncode == 0
-    r = run_cli(["prune", "--within", "user:bob", "--id", "2", "--purge", "--yes"], store)
-    assert r.returncode != 0 and "outside" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli(["prune", "--within", "user:bob", "--id", "2", "--purge", "--dry-run",
+                 "--json"], store)
+    assert json.loads(r.stdout)["would_remove"] == [2]  # not Ana's record, in the trash too
+    r = run_cli(["prune", "--within", "user:bob", "--id", "2", "--purge", "--yes", "--json"],
+                store)
+    assert r.returncode == 0 and json.loads(r.stdout)["removed_ids"] == [2], r.stderr
+    assert run_cli(["prune", "--restore", "1"], store).returncode == 0  # Ana's, still there
     r = run_cli(["prune", "--within", "", "--id", "2", "--dry-run"], store)
     assert r.returncode == 2 and "--within" in r.stderr
     # a restore is not scoped: with --within it is refused, not done for another user
@@ -618,6 +626,30 @@ def _consolidated_secret(base) -> int:
         consolidate(w, FakeExtractor(), get_embedder(), ConsolidateConfig(window=2,
                                                                           prune_threshold=0.0))
     return secret_id
+
+
+def test_a_scoped_purge_removes_the_derived_nodes_and_spares_another_users_trash(tmp_path):
+    from synapse_cli import api
+    from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
+    from synapse_cli.models.embedder import get_embedder
+
+    store = tmp_path / "s"
+    lines = [{"text": SECRET, "speaker": "Dorothea", "tags": ["user:ana"]},
+             {"text": "Dorothea likes the Blue Garden cafe", "speaker": "Dorothea",
+              "tags": ["user:ana"]},
+             {"text": "Bob keeps his locker code 4471 in his wallet", "speaker": "Bob",
+              "tags": ["user:bob"]}]
+    secret_id, _, bob = (r["id"] for r in api.ingest(lines, store=store, embedder=get_embedder()))
+    with StoreWriter.open(store) as w:
+        consolidate(w, FakeExtractor(), get_embedder(), ConsolidateConfig(window=3,
+                                                                          prune_threshold=0.0))
+    api.prune(store, ids=[bob])
+    out = api.prune(store, ids=[secret_id], within=["user:ana"], purge=True)
+    assert secret_id in out["removed_ids"] and out["derived_nodes"], out
+    assert bob not in out["removed_ids"]
+    assert not any(SECRET.encode() in f.read_bytes() for f in store.iterdir() if f.is_file())
+    assert api.restore([bob], store=store)["restored"] == [bob]
+    assert verify(store).ok
 
 
 def test_a_purge_killed_after_its_commit_leaves_no_copy(tmp_path, monkeypatch):

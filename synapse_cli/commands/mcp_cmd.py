@@ -34,7 +34,8 @@ def mcp(
              "token (one line, kept private: chmod 600)."),
     scope: Optional[str] = typer.Option(
         None, "--scope", metavar="TAG",
-        help="Serve one user's memories only: remember adds TAG to every memory; recall, "
+        help="Serve one user's memories only (TAG as NAMESPACE:VALUE, e.g. user:ana): "
+             "remember adds TAG to every memory and refuses other tags of its namespace; recall, "
              "forget, pin, unpin, restore, memory_status and the resources see only memories "
              "carrying TAG; find_nodes and open_node (the graph mixes users) are refused."),
     json: bool = typer.Option(False, "--json", help="Accepted like every command's: the "
@@ -89,6 +90,12 @@ def _check_scope(tag: str) -> None:
         check_tag(tag, "--scope")
     except InputError as exc:
         raise UserError(f"--scope {tag!r}: {exc.reason}", code=USAGE) from None
+    name, _, value = tag.partition(":")
+    if not (name.strip() and value.strip()):
+        # the namespace is what keeps a client from tagging a memory with another user's
+        # scope ("user:bob" on a server scoped to "user:ana" is refused)
+        raise UserError(f"--scope {tag!r}: write a scope as NAMESPACE:VALUE, e.g. user:ana",
+                        code=USAGE)
 
 
 def _interrupt(signum, frame):

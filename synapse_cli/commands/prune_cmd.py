@@ -89,7 +89,8 @@ def prune(
     within: List[str] = typer.Option(
         [], "--within", metavar="TAG",
         help="Scope, not a policy: only records carrying TAG (repeated: every one) are "
-             "selected or shown (e.g. --within user:bob: nothing of another user is listed)."),
+             "selected or shown (e.g. --within user:bob: nothing of another user is listed); "
+             "--compact/--purge empty only their part of the trash."),
     restore: List[int] = typer.Option([], "--restore", metavar="ID", min=1, max=2**64 - 1,
                                       help="Take this record out of the trash (repeatable)."),
     compact: bool = typer.Option(
@@ -156,8 +157,6 @@ def prune(
                 report.update(pr.restore(w, restore))
         else:
             _require_records(w, ids)
-            if within and (compact or purge):
-                pr.check_scoped_compaction(w, policy.within)
             sel = pr.select(w, policy) if active else pr.Selection()
             if active:
                 report.update(sel.as_dict())
@@ -167,11 +166,8 @@ def prune(
                 for q in sel.query_matches[:50]:
                     output.warn(f"  {q['id']:>8}  {q['similarity']:.3f}  {q['text'][:100]!r}")
             if dry_run:
-                from ..engine.maintenance.prune import Table
-
                 if compact or purge:
-                    t = Table.of(w)
-                    gone = set(t.ids[fl.is_tombstone(t.flags)].tolist()) | set(sel.selected)
+                    gone = pr.trash_to_empty(w, policy.within)[0] | set(sel.selected)
                     if purge:  # what the purge adds: the nodes derived from what goes
                         derived, pinned, requeue = pr.purge_targets(w, gone)
                         report.update(derived_nodes=derived, pinned_derived_nodes=pinned,

@@ -309,16 +309,17 @@ def derived_nodes(w: Store, removed: set[int]) -> tuple[list[int], list[int]]:
     return nodes, requeue
 
 
-def check_scoped_compaction(store: Store, within) -> None:
-    """`compact` and `purge` empty the whole trash: with a scope (`within`), refuse while the
-    trash holds a record outside it, which would be lost for good for another user."""
-    from ..inputs import InputError
-
-    outside = fl.is_tombstone(Table.of(store).flags) & ~tag_mask(store, within)
-    if outside.any():
-        raise InputError("within", f"compact and purge empty the whole trash, and "
-                                   f"{int(np.count_nonzero(outside))} record(s) in it are "
-                                   f"outside {list(within)}: restore or purge those first")
+def trash_to_empty(store: Store, within=()) -> tuple[set[int], set[int]]:
+    """(ids a compaction removes, ids it leaves in the trash): the whole trash; under a scope
+    (`within`, a user's tags) its part of it and the trashed semantic nodes (derived data that
+    carry no user's tags, and may quote a purged text), never another user's trashed records,
+    which stay restorable (a scope tells nothing of them, not even that they are there)."""
+    t = Table.of(store)
+    trashed = fl.is_tombstone(t.flags)
+    if not within:
+        return set(t.ids[trashed].tolist()), set()
+    mine = tag_mask(store, within) | (fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC)
+    return set(t.ids[trashed & mine].tolist()), set(t.ids[trashed & ~mine].tolist())
 
 
 def purge_targets(store: Store, removed: set[int]) -> tuple[list[int], list[int], list[int]]:
@@ -330,9 +331,10 @@ def purge_targets(store: Store, removed: set[int]) -> tuple[list[int], list[int]
     return derived, pinned, requeue
 
 
-def compact(w: StoreWriter, purge: bool = False) -> dict:
-    """Empty the trash (FORMAT.md 14.2); with `purge`, also 14.3. The writer is refreshed onto
-    the compacted store. Returns the report."""
+def compact(w: StoreWriter, purge: bool = False, within=()) -> dict:
+    """Empty the trash (FORMAT.md 14.2), or under a scope (`within`) its part of it
+    (trash_to_empty); with `purge`, also 14.3. The writer is refreshed onto the compacted
+    store. Returns the report."""
     from ...models.bm25 import compact_files
 
     t0 = time.perf_counter()
@@ -341,9 +343,9 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
     pinned_derived: list[int] = []
     requeue: list[int] = []
     transform = None
+    removed, spare = trash_to_empty(w, within)
     if purge:
         t = Table.of(w)
-        removed = set(t.ids[fl.is_tombstone(t.flags)].tolist())
         derived, pinned_derived, requeue = purge_targets(w, removed)
         # Requeue before trashing: each is its own commit, and a purge killed between them is
         # run again from what is committed. Nodes still live are found again (and their
@@ -379,7 +381,7 @@ def compact(w: StoreWriter, purge: bool = False) -> dict:
     scrubbed = compaction.scrub(w.path) if purge else []
     try:
         res = compaction.compact(w.path, w.manifest, transform_body=transform,
-                                 rewriters=[compact_files])
+                                 rewriters=[compact_files], spare=spare)
     except (OSError, StoreError) as exc:  # nothing of the compaction is committed
         err = exc
         if isinstance(exc, PermissionError):
@@ -419,7 +421,7 @@ def prune(w: StoreWriter, policy: PrunePolicy, *, compact_after: bool = False,
     report["trashed"] = trash(w, sel.selected)
     if compact_after or purge:
         try:
-            report.update(compact(w, purge=purge))
+            report.update(compact(w, purge=purge, within=policy.within))
         except StoreError as exc:  # the trash is committed, its emptying is not: say so
             if report["trashed"] or getattr(exc, "purge_done", None):
                 done = f"the records selected ({len(report['trashed'])}) are in the trash"
