@@ -56,3 +56,47 @@ def test_recall_follows_other_writers_unless_asked_not_to(tmp_path):
         assert "the codeword is PERIWINKLE" not in old
     with pytest.raises(ValueError, match="closed"):
         r.recall("standup")
+
+
+def test_one_recaller_shared_by_threads_while_another_writer_purges(tmp_path):
+    """Four threads on one Recaller while records are purged and the store compacted: a
+    refresh in one thread closed the snapshot another was reading ("mmap closed or invalid"),
+    and recalls that started after the purge returned the purged text (a helper's run)."""
+    import threading
+    import time
+
+    from synapse_cli import api
+    from synapse_cli.models.fake import FakeEmbedder
+
+    emb = FakeEmbedder(384)
+    store = tmp_path / "s"
+    api.ingest([{"text": f"note {i} about the garden shed and the tomatoes", "tags": ["user:a"]}
+                for i in range(60)], store=store, embedder=emb)
+    errors, seen = [], []
+    stop = threading.Event()
+    with api.Recaller(store, embedder=emb) as r:
+        def reader(mode):
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    out = r.recall("garden shed tomatoes", k=60, mode=mode, touch=False,
+                                   tags=["user:a"])
+                    seen.append((started, {x["id"] for x in out["results"]}))
+                except Exception as exc:  # noqa: BLE001 - every failure is the finding
+                    errors.append(repr(exc))
+        threads = [threading.Thread(target=reader, args=(m,))
+                   for m in ("synapse", "bm25", "hybrid", "vector")]
+        for t in threads:
+            t.start()
+        purged = []
+        for rid in range(1, 11):
+            api.prune(store, ids=[rid], purge=True)
+            purged.append((time.monotonic(), rid))
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    for done, rid in purged:
+        assert not any(rid in ids for started, ids in seen if started > done), rid
+    assert len(seen) > 20

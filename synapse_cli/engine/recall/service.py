@@ -9,6 +9,7 @@ skipped and the result says so (`touched: false`; `touch_error` keeps the reason
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 
 from store_format import manifest as mf
@@ -106,6 +107,9 @@ class Recaller:
         self._arrays = None
         self.touch_error: str | None = None  # the OS's reason, when a touch failed (any query)
         self._own_generation: int | None = None  # the commit of our last touch, if only ours
+        # One recall at a time: a refresh closes the snapshot (its mmaps) that another thread's
+        # recall is reading ("mmap closed", or a purged record from the old snapshot)
+        self._lock = threading.RLock()
 
     @property
     def embedder(self):
@@ -125,7 +129,12 @@ class Recaller:
     def recall(self, query: str, cfg: RecallConfig | config.Settings | None = None,
                touch: bool = True, now_ms: int | None = None, check=None, **options) -> dict:
         """What `synapse recall --json` prints for `query`. `cfg` and `options`: see
-        `recall_config` (`r.recall(q, k=3)`, `r.recall(q, api.settings(k=3))`)."""
+        `recall_config` (`r.recall(q, k=3)`, `r.recall(q, api.settings(k=3))`). Safe to call
+        from several threads: they take turns."""
+        with self._lock:
+            return self._recall(query, cfg, touch, now_ms, check, **options)
+
+    def _recall(self, query, cfg, touch, now_ms, check, **options) -> dict:
         if self._closed:
             raise ValueError("this Recaller is closed")
         from .. import arguments as a
@@ -207,6 +216,10 @@ class Recaller:
         returns whether anything changed. When the only commit since the snapshot is this
         Recaller's own touch (recall counts rewritten in place, spikes logged), the graph
         arrays and their caches stay and only the spike log is read again."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> bool:
         m = mf.read_manifest(self.path, check_files=False)
         if (m.store_id, m.generation) == (self.store.manifest.store_id,
                                           self.store.manifest.generation):
@@ -223,8 +236,9 @@ class Recaller:
         return True
 
     def close(self) -> None:
-        self._closed = True
-        self.store.close()
+        with self._lock:
+            self._closed = True
+            self.store.close()
 
     def __enter__(self):
         return self
