@@ -268,3 +268,23 @@ def test_prune_dry_runs_of_compact_purge_and_restore_on_a_terminal(demo_store):
                         "would restore 0; 1 not in the trash")):
         code, shown, _ = on_terminal(args, demo_store)
         assert code == 0 and says in shown and "Traceback" not in shown, shown
+
+
+def test_stored_control_characters_cannot_drive_the_terminal(tmp_path):
+    # a memory with ESC sequences (clear screen, colours) reached the terminal raw through
+    # recall's and list's tables; "[/]" in a memory is text, not rich markup
+    store = tmp_path / "store"
+    line = tmp_path / "odd.ndjson"
+    line.write_text('{"text": "control chars \\u001b[2J\\u001b[31mred [/] \\u0007", '
+                    '"speaker": "Ana\\u001b[2J"}\n')
+    assert in_pipe(["ingest", str(line)], store).returncode == 0
+    for args in (["recall", "control chars red", "--no-touch"], ["list"]):
+        master, slave = pty.openpty()
+        p = subprocess.Popen([str(SYNAPSE), *args], cwd=ROOT, stdin=subprocess.DEVNULL,
+                             stdout=slave, stderr=slave,
+                             env=cli_env(store, TERM="xterm-256color", COLUMNS="120"))
+        os.close(slave)
+        raw = read_pty(master, 120)
+        assert p.wait(timeout=120) == 0, raw
+        assert b"\x1b[2J" not in raw and b"\x07" not in raw and b"\x1b[31m" not in raw, raw
+        assert b"\\x1b[2J" in raw and b"[/]" in raw, raw

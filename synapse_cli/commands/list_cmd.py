@@ -31,7 +31,7 @@ def _table(page: dict):
         flags = [f for f in ("pinned", "in_trash") if m[f]] + ([] if m["resolved"] else
                                                                ["unresolved"])
         t.add_row(str(m["id"]), m["time"].replace("T", " ").rstrip("Z"), m["type"],
-                  m.get("speaker", ""), what, " ".join(flags))
+                  output.shown(m.get("speaker") or ""), output.shown(what), " ".join(flags))
     return t
 
 

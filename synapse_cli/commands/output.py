@@ -58,6 +58,18 @@ class StdoutFailed(Exception):
     (every command commits its change to the store before it prints anything on stdout)."""
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)] if chr(c) not in "\n\t"}
+
+
+def shown(text: str) -> str:
+    """`text` for a terminal: control characters as \\xNN (a stored ESC sequence would
+    otherwise drive the reader's terminal: clear it, recolour it) and rich markup escaped
+    ("[red]" is text, an unbalanced "[/]" no error). Memories come from anyone."""
+    from rich.markup import escape
+
+    return escape(text.translate(_CONTROL))
+
+
 def _write(data: bytes) -> None:
     """`data` on stdout, all of it or an error: through the file descriptor, since the
     buffered writer drops the error of a write that a full disk cut short (its flush

@@ -124,11 +124,10 @@ def _why_rejected(result: dict) -> str:
 def print_recall(result: dict, explain: bool) -> None:
     """A numbered list (rank, record id for mark / prune --id, when, who, memory; the path
     with --explain), or why there is no answer."""
-    from rich.markup import escape
     from rich.table import Table
 
     console = output.stdout_console()
-    head = f"[bold]{escape(result['query'])}[/]"
+    head = f"[bold]{output.shown(result['query'])}[/]"
     if result.get("rejected"):
         console.print(f"{head}\n  no record: {_why_rejected(result)} "
                       f"(confidence {result.get('confidence', 0):.2f})")
@@ -145,10 +144,11 @@ def print_recall(result: dict, explain: bool) -> None:
         table.add_column("path")
     for rank, r in enumerate(result["results"], 1):
         who = r.get("speaker") or ""
-        text = escape(r.get("text") or "")
+        text = output.shown(r.get("text") or "")
         if r.get("type") not in (None, "episodic"):
             text = f"[dim]({r['type']})[/] {text}"
-        row = [str(rank), str(r.get("id", "")), _when(r.get("timestamp")), escape(who), text]
+        row = [str(rank), str(r.get("id", "")), _when(r.get("timestamp")), output.shown(who),
+               text]
         if explain:
             lines = [" > ".join(str(x) for x in r.get("path") or [])]
             lines += ["via " + " > ".join(str(x) for x in v) for v in r.get("via") or []]
