@@ -339,6 +339,8 @@ def build(path: Path, scope: str | None = None):
         (ISO 8601 or epoch ms), `types`; `as_of` answers as at a past time. `k`: how many
         (default from the `mcp.recall_k` setting, 10). `explain` adds each result's path
         and `via`, the semantic nodes (people, places, things) that tie it to the question.
+        Leave `mode` unset: the default mode is the one with the "no record" gate; the
+        baselines vector, bm25 and hybrid always return their nearest memories, related or not.
         A server started with --scope TAG adds TAG to `tags`: only that user's memories."""
         s = mem.settings()
         if k is not None and not 1 <= k <= 1000:

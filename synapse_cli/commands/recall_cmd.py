@@ -86,7 +86,8 @@ def recall(
                                             "places and facts consolidate found, returning "
                                             "the passages they came from; synaptic: through "
                                             "memories close in time and meaning; vector, bm25, "
-                                            "hybrid: plain similarity and keyword baselines. "
+                                            "hybrid: plain similarity and keyword baselines, "
+                                            "without the gate (they never say 'no record'). "
                                             "Config: recall.mode."),
     k: Optional[int] = typer.Option(None, "--k", "-k",
                                     help="How many memories to return (default 30; config: "
