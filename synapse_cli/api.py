@@ -16,6 +16,7 @@ Errors are exceptions: `InputError` (a bad item), `ConfigError`, `ModelNotFound`
 """
 from __future__ import annotations
 
+import numbers
 import os
 import stat
 from pathlib import Path
@@ -294,7 +295,8 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
         low_utility_below=a.real(low_utility_below, "low_utility_below", 0.0),
         before_ms=a.epoch_ms(before_ms, "before_ms"), ids=tuple(a.record_ids(ids)),
         tags=a.tags(tags, "tags"), query=query,
-        min_similarity=a.real(min_similarity, "min_similarity", -1.0, 1.0),
+        min_similarity=a.real(-2.0 if min_similarity is None else min_similarity,
+                              "min_similarity", -1.0, 1.0),  # None: refused, not "no floor"
         match=a.choice(match, "match", ("any", "all")), within=a.tags(within, "within"))
     for name, value in (("dry_run", dry_run), ("compact", compact), ("purge", purge)):
         a.flag(value, name)
@@ -387,8 +389,10 @@ def migrate(header: int, store=None, *, dry_run: bool = False, lock_timeout: flo
 
     from .engine.arguments import flag
 
-    if isinstance(header, bool) or header not in (1, 2, 3):
+    if isinstance(header, bool) or not isinstance(header, numbers.Integral) \
+            or header not in (1, 2, 3):  # 2.0 == 2, but a float is no header version
         raise ConfigError(f"header {header!r}: expected 1, 2 or 3", usage=True)
+    header = int(header)
     flag(dry_run, "dry_run")
     path = resolve_store(store)
     opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
@@ -448,9 +452,9 @@ def list_memories(store=None, *, types: Iterable[str] = (), tags: Iterable[str] 
     from .engine.store import read_retrying
 
     # the same checks as recall's filters (a bare string, an unknown type, a backwards window)
-    types, tags = a.strings(types, "types"), a.tags(tags, "tags")  # an iterator is read once
-    check_filters(SimpleNamespace(types=types, tags=tags, since_ms=since_ms, until_ms=until_ms))
-    q = ListQuery(types, tags, since_ms, until_ms, a.flag(trashed, "trashed"),
+    f = check_filters(SimpleNamespace(types=types, tags=tags, since_ms=since_ms,
+                                      until_ms=until_ms))
+    q = ListQuery(f["types"], f["tags"], f["since_ms"], f["until_ms"], a.flag(trashed, "trashed"),
                   a.integer(limit, "limit", 1),
                   None if after is None else a.record_id(after, "after"))
 
@@ -475,8 +479,11 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
     from store_format import manifest as mf
     from store_format.errors import ChecksumMismatch
 
+    from .engine.arguments import flag
     from .engine.portable import damaged_records, write_export
     from .engine.store import Store, read_retrying
+
+    flag(skip_damaged, "skip_damaged")  # "abc" or nan must not mean a rescue export
 
     def write(s, f):
         if not skip_damaged:
@@ -578,8 +585,13 @@ def import_store(source, store=None, *, where: str | None = None, embedder=None,
     from .engine.store import StoreWriter
     from store_format import manifest as mf
 
-    if header_version not in (1, 2, 3):
+    if isinstance(header_version, bool) or not isinstance(header_version, numbers.Integral) \
+            or header_version not in (1, 2, 3):
         raise ConfigError(f"header version {header_version!r}: expected 1, 2 or 3", usage=True)
+    if not isinstance(source, (str, os.PathLike)) and (
+            isinstance(source, (bytes, bytearray, dict)) or not hasattr(source, "__iter__")):
+        raise ConfigError(f"source {type(source).__name__}: expected a path, '-' (stdin) or "
+                          "an iterable of lines as bytes", usage=True)
     if isinstance(source, (str, os.PathLike)):
         name = str(source)
         if name == "-":

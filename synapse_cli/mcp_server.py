@@ -516,12 +516,14 @@ def _json(obj) -> str:
 
 def bearer_guard(app, token: str):
     """ASGI middleware: refuse (401) any HTTP request without `Authorization: Bearer <token>`."""
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
             got = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(got, expected):
+            scheme, _, credentials = got.partition(b" ")
+            # the scheme is case-insensitive (RFC 7235: "bearer" is "Bearer"); the token is not
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials, expected):
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"text/plain"),
                                         (b"www-authenticate", b"Bearer")]})

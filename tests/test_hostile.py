@@ -620,10 +620,26 @@ def test_the_python_api_refuses_wrong_arguments_instead_of_guessing(tmp_path):
            lambda: api.prune(store, ids=[1], lock_timeout="x"),
            lambda: api.prune(store, tags=[""], dry_run=True),
            lambda: api.prune(store, tags=["speaker:"], dry_run=True),
-           lambda: api.consolidate(store, max_seconds="x")]
+           lambda: api.consolidate(store, max_seconds="x"),
+           # a helper's round 3: raw TypeError / ValueError / AttributeError, or "abc" as True
+           lambda: api.migrate(2.0, store, dry_run=True),
+           lambda: api.prune(store, query="note", min_similarity=None, dry_run=True),
+           lambda: api.import_store(None, tmp_path / "new"),
+           lambda: api.import_store(b"bytes", tmp_path / "new"),
+           lambda: api.import_store({"a": 1}, tmp_path / "new"),
+           lambda: api.export(tmp_path / "x.jsonl", store, skip_damaged="abc")]
     for call in bad:
         with pytest.raises(api.ConfigError):
             call()
+    with pytest.raises(api.InputError, match="expected a line as bytes"):
+        api.import_store([1, "2"], tmp_path / "new")
+    # numpy integers (what pandas hands out) are integers: until_ms compared as an array
+    # ("truth value of an empty array is ambiguous"), k was "not an integer"
+    import numpy as np
+
+    out = api.recall("note", store=store, until_ms=np.int64(2**62 // 10**6), k=np.int64(2),
+                     since_ms=np.int64(0), touch=False)
+    assert len(out["results"]) == 2
     with api.Recaller(store) as r:  # the documented loop checks queries as api.recall does
         for query in ("", "a\x00b", "caf\ud800e", None, 123):
             with pytest.raises(api.InputError):

@@ -284,16 +284,21 @@ def test_http_bearer_token(tmp_path):
             bare = await h.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
             wrong = await h.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                                  headers={"Authorization": "Bearer nope"})
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-        async with Client(streamable_http_client(server.url, http_client=http)) as c:
-            tools = (await c.list_tools()).tools
-        return bare.status_code, wrong.status_code, len(tools)
+            token_as_scheme = await h.post(server.url, json={"jsonrpc": "2.0", "id": 1,
+                                                             "method": "ping"},
+                                           headers={"Authorization": token})
+        counts = []
+        for scheme in ("Bearer", "bearer"):  # the scheme is case-insensitive (RFC 7235)
+            http = create_mcp_http_client(headers={"Authorization": f"{scheme} {token}"})
+            async with Client(streamable_http_client(server.url, http_client=http)) as c:
+                counts.append(len((await c.list_tools()).tools))
+        return bare.status_code, wrong.status_code, token_as_scheme.status_code, counts
     try:
-        bare, wrong, n_tools = run(go)
+        bare, wrong, token_as_scheme, n_tools = run(go)
     finally:
         server.stop()
-    assert (bare, wrong) == (401, 401)
-    assert n_tools == 10
+    assert (bare, wrong, token_as_scheme) == (401, 401, 401)
+    assert n_tools == [10, 10]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 import os
 import re
 from dataclasses import dataclass
@@ -300,13 +301,14 @@ def _check(s: Setting, value, where: str, usage: bool = False, base: Path | None
     if t is bool:
         if not isinstance(value, bool):
             bad("true or false")
-    elif t is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+    elif t is int:  # numpy's integers too (pandas hands them out), as Python ints
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             bad("an integer")
+        value = int(value)
         if abs(value) > MAX_INT:  # numba kernels and orjson take 64-bit integers
             bad(f"an integer of magnitude at most {MAX_INT:,}")
     elif t is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             bad("a number")
         value = float(value)
         if not math.isfinite(value) or abs(value) > MAX_FLOAT:  # 1e308 overflows the kernels

@@ -75,21 +75,22 @@ def tag_mask(store: Store, tags, cache: dict | None = None,
     return hits
 
 
-def check_filters(cfg) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def check_filters(cfg) -> dict:
     """Refuse a recall filter that would silently match nothing or the wrong records: a time
     window that ends before it starts, tags that are not a list of non-empty strings (a bare
     string would be read as one tag per character), an unknown type. ConfigError with
-    usage=True: exit 2 on the command line. Returns (tags, types) as tuples: the caller
-    filters with these, since an iterator in `cfg` has been read here."""
+    usage=True: exit 2 on the command line. Returns the filters as checked, {tags, types,
+    since_ms, until_ms} (tuples and Python ints): the caller filters with these, since an
+    iterator in `cfg` has been read here and a numpy integer compares as an array."""
     from .arguments import epoch_ms, strings, tags
     from .config import ConfigError
 
     tag_filter, types = tags(cfg.tags, "tags"), strings(cfg.types, "types")
     if any(t not in TYPE_BITS for t in types):
         raise ConfigError(f"types must be a list of {', '.join(TYPE_BITS)}", usage=True)
-    epoch_ms(cfg.since_ms, "since_ms"), epoch_ms(cfg.until_ms, "until_ms")
-    if cfg.since_ms is not None and cfg.until_ms is not None and cfg.since_ms > cfg.until_ms:
+    since, until = epoch_ms(cfg.since_ms, "since_ms"), epoch_ms(cfg.until_ms, "until_ms")
+    if since is not None and until is not None and since > until:
         raise ConfigError("the time window ends before it starts (since is later than until)",
                           usage=True,
                           hint="swap the two times")
-    return tag_filter, types
+    return {"tags": tag_filter, "types": types, "since_ms": since, "until_ms": until}

@@ -325,6 +325,9 @@ def parse_export(lines: Iterable[bytes], where: str = "-") -> Parsed:
     prev_id = n_nodes = 0
     n = 0
     for n, raw in enumerate(lines, 1):
+        if not isinstance(raw, (bytes, bytearray)):  # the API's iterable of lines
+            raise InputError(f"{where}:{n}", f"expected a line as bytes, not "
+                                             f"{type(raw).__name__}")
         if n == 1:
             raw = raw.removeprefix(BOM)  # an editor's byte-order mark, as ingest skips it
         if not raw.strip():

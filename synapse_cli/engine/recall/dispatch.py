@@ -27,8 +27,7 @@ def recall(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     the topic check's words; without it the topic check is lexical only)."""
     from ..filters import check_filters
 
-    tags, types = check_filters(cfg)  # as tuples: an iterator in cfg has been read by the check
-    cfg = dataclasses.replace(cfg, tags=tags, types=types)
+    cfg = dataclasses.replace(cfg, **check_filters(cfg))  # an iterator in cfg is read there
     t0 = time.perf_counter()
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     arrays = arrays if arrays is not None else graphview.build(store)
