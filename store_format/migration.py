@@ -198,10 +198,11 @@ def _roll_back(store: Path, m: mf.Manifest) -> None:
     (from `.bak` where the roll-forward moved it), every copy deleted. CorruptStore when an
     original is gone too: then neither version is whole."""
     old = m.header_version
+    records = {s.file: s.records for s in m.segments}
     for name in m.migration["files"]:
         tmp, final, bak = store / (name + SUFFIX), store / name, store / (name + BACKUP)
-        if _version(final) != old and _version(bak) == old:  # moved aside, or replaced
-            os.replace(bak, final)
+        if _version(final) != old and _intact(bak, records[name], m.dim, old):
+            os.replace(bak, final)  # moved aside, or replaced: a stale .bak is never taken
         if os.path.lexists(tmp):
             os.unlink(tmp)
         if _version(final) != old:
@@ -209,6 +210,17 @@ def _roll_back(store: Path, m: mf.Manifest) -> None:
                                f"copy is damaged or missing) nor be undone (the v{old} "
                                "original is gone)", str(final))
     fsync_dir(store)
+
+
+def _intact(path: Path, records: int, dim: int, version: int) -> bool:
+    """`path` holds the segment the manifest names: every record checks out, in `version`."""
+    try:
+        info = sg.verify_segment(path, records, expected_dim=dim,
+                                 expected_number=sg.segment_number(path.name.split(".dat")[0]
+                                                                   + ".dat"))
+    except (OSError, StoreError, ValueError):
+        return False
+    return info.header.header_version == version
 
 
 def _version(path: Path) -> int | None:

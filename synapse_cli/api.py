@@ -16,6 +16,7 @@ Errors are exceptions: `InputError` (a bad item), `ConfigError`, `ModelNotFound`
 """
 from __future__ import annotations
 
+import errno
 import numbers
 import os
 import stat
@@ -152,8 +153,11 @@ def load_extractor(store=None, **overrides):
 
 # A consolidation holds the writer lock for one slice of about this many seconds at a time,
 # then lets a waiting writer in: an agent's `ingest` must not wait for the whole nightly run
-# (a few turns a second: minutes) and fail at its --lock-timeout.
+# (a few turns a second: minutes) and fail at its --lock-timeout. A slice lasts at least
+# SLICE_SETUP_RATIO times what reading and planning the store took in the one before, so that
+# on a large store planning again is at most a fifth of the run.
 SLICE_SECONDS = 5.0
+SLICE_SETUP_RATIO = 4.0
 
 
 def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: float | None = None,
@@ -171,6 +175,7 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
     from store_format.errors import LockTimeout
     from store_format.lock import POLL_SECONDS
 
+    from .engine import pagerank_cache
     from .engine.arguments import real
     from .engine.consolidate import ConsolidateConfig, ConsolidateResult, consolidate as run
     from .engine.store import StoreWriter
@@ -181,23 +186,24 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
     if extractor is None:
         model_path(s["extraction.model"])  # a missing or foreign model file: before the lock
     cfg = ConsolidateConfig(**s.kwargs("consolidate"), max_seconds=max_seconds)
-    path, t0, total, done = resolve_store(store), time.monotonic(), None, 0
+    path, t0, total, done, slice_s = resolve_store(store), time.monotonic(), None, 0, SLICE_SECONDS
 
     def counted(n: int, of: int) -> None:  # the windows of every slice, one count
         if progress is not None:
             progress(done + n, done + of)
     while True:
-        spent = time.monotonic() - t0
-        budget = SLICE_SECONDS if max_seconds is None else min(SLICE_SECONDS,
-                                                               max(0.0, max_seconds - spent))
+        left = None if max_seconds is None else max(0.0, max_seconds - (time.monotonic() - t0))
+        budget = slice_s if left is None else min(slice_s, left)
         try:
             with StoreWriter.open(path, lock_timeout=lock_timeout) as w:
                 if total is None:
                     embedder = embedder or embedding.embedder()
                     embedding.check(w, embedder)
                     extractor = extractor or load_extractor(w.path, **overrides)
+                # a slice cut short by the slice length (not by max_seconds) always does a
+                # window: however long planning takes, the run moves on
                 part = run(w, extractor, embedder, dataclasses.replace(cfg, max_seconds=budget),
-                           progress=counted)
+                           progress=counted, at_least_one=budget == slice_s, pagerank=False)
         except LockTimeout:
             if total is None:  # the first slice: the lock was never ours
                 raise
@@ -207,10 +213,16 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
             total = ConsolidateResult()
         total.add(part)
         done += part.windows
-        if not part.left_windows or (max_seconds is not None
-                                     and time.monotonic() - t0 >= max_seconds):
-            break
+        if not part.left_windows or not part.windows or (left is not None and budget == left):
+            break  # done, or max_seconds is spent
+        slice_s = max(SLICE_SECONDS, SLICE_SETUP_RATIO * part.setup_seconds)
         (between or (lambda: time.sleep(3 * POLL_SECONDS)))()
+    if total.windows:  # the graph changed: PageRank once (FORMAT.md 16.3), if the lock is free
+        try:
+            with StoreWriter.open(path, lock_timeout=0) as w:
+                pagerank_cache.refresh(w)
+        except LockTimeout:
+            pass  # recall computes it itself until the next run refreshes the file
     total.seconds = time.monotonic() - t0
     return total
 
@@ -521,7 +533,8 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        if exc.filename is None:  # the write into the export (a full disk): name the file
+        if exc.filename is None and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            # the write into the export (a full disk): name the file
             from store_format.errors import StoreIOError
 
             raise StoreIOError(f"writing the export: {exc.strerror or exc}; nothing was "

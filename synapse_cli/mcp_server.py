@@ -180,6 +180,9 @@ class Memory:
                 time.sleep(3 * POLL_SECONDS)
             finally:
                 self.writing.acquire()
+            # close() may have taken `writing` in the pause and gone on: write nothing more
+            if stop.is_set() or self.stopping.is_set():
+                raise Stopped("consolidate stopped between two slices: the call was cancelled")
 
         manifest.read_manifest(self.path, check_files=False)  # StoreNotFound before the model
         with self.writing:

@@ -451,24 +451,38 @@ class _SlowExtractor:
         return self.inner.extract(window_texts)
 
 
+def _ana_store(path, n: int, emb):
+    from synapse_cli import api
+
+    api.ingest([{"text": f"Ana met Bruno in Lisbon on day {i}", "speaker": "Ana"}
+                for i in range(n)], store=path, embedder=emb)
+    return path
+
+
+def _consolidating(store, extractor, emb, **kw):
+    """(thread running api.run_consolidate, dict whose "r" is its result once joined)."""
+    import threading
+
+    from synapse_cli import api
+
+    out = {}
+    run = threading.Thread(target=lambda: out.update(r=api.run_consolidate(
+        store, extractor=extractor, embedder=emb, window=4, **kw)))
+    run.start()
+    return run, out
+
+
 def test_an_ingest_waits_seconds_not_the_whole_consolidation(tmp_path, monkeypatch):
     """Consolidation holds the writer lock a slice at a time: an agent's ingest during the
     nightly run went through only after it, and failed at its --lock-timeout when the run
     was longer. A run that cannot take the lock back stops there and says why."""
-    import threading
-
     from synapse_cli import api
     from synapse_cli.models.fake import FakeEmbedder
 
     monkeypatch.setattr(api, "SLICE_SECONDS", 0.5)
     emb = FakeEmbedder(384)
-    store = tmp_path / "s"
-    api.ingest([{"text": f"Ana met Bruno in Lisbon on day {i}", "speaker": "Ana"}
-                for i in range(60)], store=store, embedder=emb)
-    out = {}
-    run = threading.Thread(target=lambda: out.update(r=api.run_consolidate(
-        store, extractor=_SlowExtractor(), embedder=emb, window=4, lock_timeout=30)))
-    run.start()
+    store = _ana_store(tmp_path / "s", 60, emb)
+    run, out = _consolidating(store, _SlowExtractor(), emb, lock_timeout=30)
     time.sleep(1.0)
     t0 = time.monotonic()
     api.ingest([{"text": "Bruno moved to Porto", "speaker": "Bruno"}], store=store,
@@ -485,9 +499,7 @@ def test_an_ingest_waits_seconds_not_the_whole_consolidation(tmp_path, monkeypat
 
     api.ingest([{"text": f"Carla cooked dinner {i}", "speaker": "Carla"} for i in range(40)],
                store=store, embedder=emb)
-    run = threading.Thread(target=lambda: out.update(r=api.run_consolidate(
-        store, extractor=_SlowExtractor(), embedder=emb, window=4, lock_timeout=0.3)))
-    run.start()
+    run, out = _consolidating(store, _SlowExtractor(), emb, lock_timeout=0.3)
     time.sleep(0.2)
     with WriterLock(store, 30):  # taken between two slices, held past 0.3 s
         time.sleep(1.5)
@@ -495,3 +507,25 @@ def test_an_ingest_waits_seconds_not_the_whole_consolidation(tmp_path, monkeypat
     res = out["r"]
     assert res.left_windows > 0 and res.left_because == "lock", res.as_dict()
     assert res.as_dict()["left_because"] == "lock"
+
+
+def test_a_slice_whose_planning_outlasts_it_still_moves_on(tmp_path, monkeypatch):
+    """Reading and planning a large store took longer than a slice: every slice stopped before
+    its first window and the run never ended (a review's reproduction: 120,000 episodes)."""
+    from synapse_cli import api
+    from synapse_cli.engine.consolidate import run as engine
+    from synapse_cli.models.fake import FakeEmbedder
+
+    from fakes_extractor import FakeExtractor
+
+    monkeypatch.setattr(api, "SLICE_SECONDS", 0.2)
+    load = engine.NodeIndex.load
+
+    def slow_load(store):
+        time.sleep(0.3)  # planning alone outlasts the slice
+        return load(store)
+    monkeypatch.setattr(engine.NodeIndex, "load", staticmethod(slow_load))
+    emb = FakeEmbedder(384)
+    run, out = _consolidating(_ana_store(tmp_path / "s", 24, emb), FakeExtractor(), emb)
+    run.join(timeout=120)
+    assert not run.is_alive() and out["r"].left_windows == 0 and out["r"].episodes == 24

@@ -323,3 +323,22 @@ def test_damage_is_reported_where_it_is(tmp_path, base, case):
     if migrate_r.returncode == 0:
         # The migration did not read the damaged bytes; it must not have hidden them either.
         _assert_verify_names(run_cli(["inspect", "verify"], path), file, offset, case.kind)
+
+
+def test_a_damaged_id_at_a_segment_end_is_blamed_on_its_record(tmp_path):
+    # the last record of a segment with its id overwritten: the first record of the next
+    # segment (intact) was named as out of order (a review's reproduction)
+    from synapse_cli.engine.store import Store
+    from store_format.errors import ChecksumMismatch
+
+    path = tmp_path / "s"
+    build_store(path, 600, max_segment_records=300)
+    with Store.open(path) as s:
+        seg = s.segments[0]
+        at, file = seg.header.record_offset(299) + seg.header.stride - 24 + 4, seg.path
+    with open(file, "r+b") as f:
+        f.seek(at)
+        f.write(b"\xff" * 4)
+    with Store.open(path) as s, pytest.raises(ChecksumMismatch, match="row 299") as info:
+        s.ids
+    assert info.value.path.endswith("seg-000001.dat")

@@ -553,6 +553,8 @@ def test_the_command_line_scope_is_within(tmp_path):
     dry = json.loads(r.stdout)
     assert dry["selected"] == [2] and "Miso" not in r.stdout + r.stderr
     assert run_cli(["prune", "--id", "1", "--yes"], store).returncode == 0
+    r = run_cli(["prune", "--within", "user:bob", "--id", "999", "--dry-run", "--json"], store)
+    assert json.loads(r.stdout)["out_of_scope"] == [999]  # as the API: ids are not probed
     r = run_cli(["prune", "--within", "user:bob", "--id", "2", "--purge", "--dry-run",
                  "--json"], store)
     assert json.loads(r.stdout)["would_remove"] == [2]  # not Ana's record, in the trash too
@@ -647,6 +649,10 @@ def test_a_scoped_purge_removes_the_derived_nodes_and_spares_another_users_trash
     out = api.prune(store, ids=[secret_id], within=["user:ana"], purge=True)
     assert secret_id in out["removed_ids"] and out["derived_nodes"], out
     assert bob not in out["removed_ids"]
+    # the report names only the scope's records: no other user's requeued episode, no
+    # store-wide counts (a review found Ana's id and the store's record count in Bob's report)
+    assert not {"kept_records", "bytes_before", "deleted_files"} & set(out)
+    assert bob not in out["requeued_for_consolidation"]
     assert not any(SECRET.encode() in f.read_bytes() for f in store.iterdir() if f.is_file())
     assert api.restore([bob], store=store)["restored"] == [bob]
     assert verify(store).ok
@@ -695,6 +701,11 @@ def test_a_purge_the_disk_stops_says_what_it_did(tmp_path, monkeypatch):
     hint = info.value.hint
     assert "(1) are in the trash" in hint and "node(s) derived from them" in hint, hint
     assert "prune --purge --yes` again" in hint
+    scoped = tmp_path / "scoped"
+    secret_id = _consolidated_secret(scoped)
+    with pytest.raises(StoreIOError) as info:  # scoped: the same scope again, not all users'
+        api.prune(scoped, ids=[secret_id], purge=True, within=["speaker:Dorothea"])
+    assert "prune --within speaker:Dorothea --purge --yes` again" in info.value.hint
 
 
 @pytest.mark.parametrize("killed_after", [1, 2])

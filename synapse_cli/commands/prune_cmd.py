@@ -39,7 +39,9 @@ def _summary(report: dict) -> str:
                         f"them)" if report.get("derived_nodes") else ""))
     if report.get("compacted"):
         parts.append(f"{'purged' if report['purged'] else 'compacted'}: removed "
-                     f"{report['removed_records']} records, reclaimed {report['bytes_reclaimed']} bytes")
+                     f"{report['removed_records']} records"
+                     + (f", reclaimed {report['bytes_reclaimed']} bytes"
+                        if "bytes_reclaimed" in report else ""))  # not said under a scope
     return "; ".join(parts) or "nothing to do"
 
 
@@ -156,7 +158,8 @@ def prune(
             else:
                 report.update(pr.restore(w, restore))
         else:
-            _require_records(w, ids)
+            if not within:  # a scope lists unknown ids as out_of_scope (prune.select)
+                _require_records(w, ids)
             sel = pr.select(w, policy) if active else pr.Selection()
             if active:
                 report.update(sel.as_dict())

@@ -99,6 +99,9 @@ class Store:
                 row = pos - int(self._starts[seg])
                 # a damaged id (up to 2^64) makes the intact record after it look out of order:
                 # the CRCs of both, checked first, name the damaged one
+                if row == 0 and seg > 0:  # the one before is the previous segment's last
+                    p = self.segments[seg - 1]
+                    p.check(p.n - 1, p.n, prev_id=int(p.ids[p.n - 2]) if p.n > 1 else 0)
                 start = max(row - 1, 0)
                 r.check(start, row + 1, prev_id=int(r.ids[start - 1]) if start else 0)
                 raise InvalidRecord(f"record {row}: id {int(ids[pos])} is 0 or not greater than "

@@ -132,6 +132,7 @@ class ConsolidateResult:
     # why windows were left: "max_seconds", or "lock" (another writer held the store past
     # the lock timeout when the run came back for its next slice)
     left_because: str = ""
+    setup_seconds: float = 0.0      # reading the store and planning, before the first window
     extractions: list = field(default_factory=list)  # (window ids, result), for reports
 
     def add(self, other: "ConsolidateResult") -> None:
@@ -578,11 +579,15 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
 
 
 def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | None = None,
-                progress=None) -> ConsolidateResult:
+                progress=None, at_least_one: bool = False,
+                pagerank: bool = True) -> ConsolidateResult:
     """Consolidate every pending window of the store held by writer `w`, one commit each.
 
     `progress(done, total)` is called after each window. Stops between windows once
-    `cfg.max_seconds` have passed; `left_windows` / `left_episodes` say what remains.
+    `cfg.max_seconds` have passed (after the first window with `at_least_one`: a slice of a
+    longer run always moves on, however long planning took); `left_windows` /
+    `left_episodes` say what remains. `pagerank`: refresh the PageRank cache at the end
+    (a sliced run does it once, after its last slice).
     """
     cfg = cfg or ConsolidateConfig()
     t0 = time.perf_counter()
@@ -597,8 +602,10 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
     docs = Documents(windows, nodes)
     inedges = InEdges(w.graph(), {nodes.ids[i] for i, b in enumerate(nodes.bodies)
                                   if doclinks.is_document(b)})
+    res.setup_seconds = time.perf_counter() - t0
     for n, win in enumerate(windows):
-        if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
+        if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds \
+                and not (at_least_one and n == 0):
             res.left_windows = len(windows) - n
             res.left_episodes = sum(len(x.ids) for x in windows[n:])
             res.left_because = "max_seconds"
@@ -607,7 +614,7 @@ def consolidate(w: StoreWriter, extractor, embedder, cfg: ConsolidateConfig | No
                         res)
         if progress is not None:
             progress(n + 1, len(windows))
-    if res.windows:  # the graph changed: PageRank once, for every recall until the next change
-        pagerank_cache.refresh(w)
+    if res.windows and pagerank:  # the graph changed: PageRank once, for every recall until
+        pagerank_cache.refresh(w)    # the next change
     res.seconds = time.perf_counter() - t0
     return res

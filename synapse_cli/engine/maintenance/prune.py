@@ -27,6 +27,7 @@ when named by id.
 """
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -427,11 +428,33 @@ def prune(w: StoreWriter, policy: PrunePolicy, *, compact_after: bool = False,
                 done = f"the records selected ({len(report['trashed'])}) are in the trash"
                 if getattr(exc, "purge_done", None):
                     done += f"; {exc.purge_done}"
+                # the same scope again: an unscoped purge would empty every user's trash
+                scope = "".join(f" --within {shlex.quote(t)}" for t in policy.within)
                 exc.hint = "; ".join(filter(None, [
                     getattr(exc, "hint", None), done, "the trash is not emptied: run `synapse "
-                    f"prune --{'purge' if purge else 'compact'} --yes` again to finish"]))
+                    f"prune{scope} --{'purge' if purge else 'compact'} --yes` again to finish"]))
             raise
+        if policy.within:
+            _scoped_report(w, report, policy.within)
     return report
+
+
+# What a compaction reports about the whole store (files, bytes, other records): a scoped one
+# leaves it out, as memory_status under a scope does.
+_STORE_WIDE = ("kept_records", "rewritten_bodies", "deleted_files", "bytes_before",
+               "bytes_after", "bytes_reclaimed")
+
+
+def _scoped_report(store: Store, report: dict, within) -> None:
+    """A scoped compaction's report names only the scope's records: the episodes requeued for
+    consolidation may be another user's (they shared a node with a purged record), and
+    are requeued all the same, without being named."""
+    for key in _STORE_WIDE:
+        report.pop(key, None)
+    requeued = report.get("requeued_for_consolidation")
+    if requeued:
+        mine = set(store.ids[tag_mask(store, within)].tolist())
+        report["requeued_for_consolidation"] = [r for r in requeued if r in mine]
 
 
 __all__ = ["PrunePolicy", "Selection", "select", "trash", "restore", "mark", "compact", "prune",
