@@ -608,3 +608,18 @@ def test_export_cut_short_by_the_disk_names_its_file(built, tmp_path):
     line = assert_clean_failure(r, 74)[0]
     assert str(out) in line and "writing the export" in line
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
+
+
+def test_only_a_full_disk_is_called_a_failed_write_of_the_export(built, tmp_path, monkeypatch):
+    # an unnamed I/O error while the store is read is not "writing the export" (a review)
+    import errno
+
+    from synapse_cli.engine import portable
+
+    def eio(*a, **k):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(portable, "write_export", eio)
+    with pytest.raises(OSError) as info:
+        api.export(tmp_path / "x.jsonl", store=built[0])
+    assert "writing the export" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []

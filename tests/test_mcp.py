@@ -735,3 +735,26 @@ def test_scope_remember_cannot_file_a_memory_under_another_scope(tmp_path):
     from synapse_cli import api
 
     assert api.inspect(store)["records"]["total"] == 1
+
+
+def test_a_consolidate_closed_between_two_slices_writes_nothing_more(tmp_path, monkeypatch):
+    # close() can take the server's write lock in the pause between two slices and return: the
+    # consolidation then took it back and committed another window (a review)
+    from synapse_cli import api, mcp_server
+    from synapse_cli.models.fake import FakeEmbedder
+
+    store = tmp_path / "s"
+    api.ingest(["a note"], store=store, embedder=FakeEmbedder(384))
+    mem = mcp_server.Memory(store)
+    mem._extractor, mem._embedder = object(), FakeEmbedder(384)
+    slices = []
+
+    def run_consolidate(path, *, between, **kw):  # two slices, the server closing in between
+        slices.append(1)
+        mem.stopping.set()
+        between()
+        slices.append(2)
+    monkeypatch.setattr(mcp_server.api, "run_consolidate", run_consolidate)
+    with pytest.raises(mcp_server.Stopped, match="between two slices"):
+        mem.consolidate(10.0, threading.Event())
+    assert slices == [1]

@@ -253,6 +253,24 @@ def test_an_interrupted_migration_with_a_bad_copy_is_undone(tmp_path, stage, dam
     assert assert_recovered(path, orig, 3, 1) == 3
 
 
+def test_a_rollback_never_takes_a_bak_whose_records_do_not_check_out(tmp_path):
+    """Rolling back, a `.bak` of the right header version was taken whatever it held (a stale
+    or truncated one would have become the segment): neither version is whole, so the writer
+    refuses, naming the file, and leaves every file as it is."""
+    from store_format.errors import CorruptStore
+
+    path = tmp_path / "store"
+    build_store(path, 900, header_version=3, seed=3, max_segment_records=300)
+
+    def spoil(files):
+        for name in (files[1] + ".bak", files[2] + ".migrating"):  # half of each
+            os.truncate(path / name, (path / name).stat().st_size // 2)
+    files = _interrupted(path, "some-renamed", spoil)
+    with pytest.raises(CorruptStore, match="neither finish"):
+        StoreWriter.open(path, lock_timeout=10)
+    assert not (path / files[1]).exists() and (path / (files[1] + ".bak")).exists()
+
+
 MIGRATOR = """
 import sys
 from synapse_cli.commands import main
