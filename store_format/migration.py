@@ -171,67 +171,53 @@ def pending_problem(store_dir, m: mf.Manifest) -> StoreError | None:
     """Why the intent of `m` cannot be rolled forward, or None: each segment it names must be
     either its converted copy, complete (every record and CRC, the target version), or
     already in place in the target version."""
-    store = Path(store_dir)
-    records = {s.file: s.records for s in m.segments}
+    store, to = Path(store_dir), m.migration["to"]
     for name in m.migration["files"]:
-        tmp, final = store / (name + SUFFIX), store / name
+        tmp = store / (name + SUFFIX)
+        path = tmp if os.path.lexists(tmp) else store / name
         try:
-            if os.path.lexists(tmp):
-                info = sg.verify_segment(tmp, records[name], expected_dim=m.dim,
-                                         expected_number=sg.segment_number(name))
-            else:
-                info = sg.verify_segment(final, records[name], expected_dim=m.dim,
-                                         expected_number=sg.segment_number(name))
-                if info.header.header_version != m.migration["to"]:
-                    return InvalidRecord(f"the migration's copy of {name} is missing",
-                                         path=str(tmp))
-            if info.header.header_version != m.migration["to"]:
-                return InvalidRecord(f"header version {info.header.header_version}, the "
-                                     f"migration converts to {m.migration['to']}", path=str(tmp))
+            info = _verified(path, name, m)
         except (OSError, StoreError) as exc:
-            return exc if isinstance(exc, StoreError) else StoreIOError(str(exc), str(tmp))
+            return exc if isinstance(exc, StoreError) else StoreIOError(str(exc), str(path))
+        if info.header.header_version != to:
+            return InvalidRecord(f"header version {info.header.header_version}, the migration "
+                                 f"converts to {to}" if path == tmp else
+                                 f"the migration's copy of {name} is missing", path=str(tmp))
     return None
 
 
 def _roll_back(store: Path, m: mf.Manifest) -> None:
     """Undo a roll-forward whose copies do not check out: every original back in place
-    (from `.bak` where the roll-forward moved it), every copy deleted. CorruptStore when an
-    original is gone too: then neither version is whole."""
+    (from `.bak` where the roll-forward moved it; only a `.bak` whose records all check out,
+    never a stale one), every copy deleted. CorruptStore when an original is gone too: then
+    neither version is whole."""
     old = m.header_version
-    records = {s.file: s.records for s in m.segments}
     for name in m.migration["files"]:
         tmp, final, bak = store / (name + SUFFIX), store / name, store / (name + BACKUP)
-        if _version(final) != old and _intact(bak, records[name], m.dim, old):
-            os.replace(bak, final)  # moved aside, or replaced: a stale .bak is never taken
+        if not _holds(final, name, m, old) and _holds(bak, name, m, old):
+            os.replace(bak, final)  # moved aside, or replaced by the copy
         if os.path.lexists(tmp):
             os.unlink(tmp)
-        if _version(final) != old:
+        if not _holds(final, name, m, old):
             raise CorruptStore(f"a migration to v{m.migration['to']} can neither finish (a "
                                f"copy is damaged or missing) nor be undone (the v{old} "
                                "original is gone)", str(final))
     fsync_dir(store)
 
 
-def _intact(path: Path, records: int, dim: int, version: int) -> bool:
-    """`path` holds the segment the manifest names: every record checks out, in `version`."""
+def _verified(path: Path, name: str, m: mf.Manifest) -> sg.SegmentInfo:
+    """verify_segment of `path` as segment `name` of `m` (its record count, dim and number)."""
+    records = next(s.records for s in m.segments if s.file == name)
+    return sg.verify_segment(path, records, expected_dim=m.dim,
+                             expected_number=sg.segment_number(name))
+
+
+def _holds(path: Path, name: str, m: mf.Manifest, version: int) -> bool:
+    """`path` holds segment `name` of `m` whole, in header `version`."""
     try:
-        info = sg.verify_segment(path, records, expected_dim=dim,
-                                 expected_number=sg.segment_number(path.name.split(".dat")[0]
-                                                                   + ".dat"))
-    except (OSError, StoreError, ValueError):
+        return _verified(path, name, m).header.header_version == version
+    except (OSError, StoreError):
         return False
-    return info.header.header_version == version
-
-
-def _version(path: Path) -> int | None:
-    """The header version a segment file declares (None: missing or unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(sg.FILE_HEADER_BYTES)
-        number = sg.segment_number(path.name.split(".dat")[0] + ".dat")  # also .bak, .migrating
-        return sg.unpack_segment_header(head, str(path), number).header_version
-    except (OSError, StoreError, ValueError):
-        return None
 
 
 def _roll_forward(store: Path, m: mf.Manifest) -> None:

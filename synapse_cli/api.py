@@ -17,7 +17,6 @@ Errors are exceptions: `InputError` (a bad item), `ConfigError`, `ModelNotFound`
 from __future__ import annotations
 
 import errno
-import numbers
 import os
 import stat
 from pathlib import Path
@@ -399,12 +398,9 @@ def migrate(header: int, store=None, *, dry_run: bool = False, lock_timeout: flo
     from store_format import migration
     from .engine.store import Store, StoreWriter
 
-    from .engine.arguments import flag
+    from .engine.arguments import choice, flag, integer
 
-    if isinstance(header, bool) or not isinstance(header, numbers.Integral) \
-            or header not in (1, 2, 3):  # 2.0 == 2, but a float is no header version
-        raise ConfigError(f"header {header!r}: expected 1, 2 or 3", usage=True)
-    header = int(header)
+    header = choice(integer(header, "header"), "header", (1, 2, 3))  # 2.0 is no version
     flag(dry_run, "dry_run")
     path = resolve_store(store)
     opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
@@ -598,9 +594,10 @@ def import_store(source, store=None, *, where: str | None = None, embedder=None,
     from .engine.store import StoreWriter
     from store_format import manifest as mf
 
-    if isinstance(header_version, bool) or not isinstance(header_version, numbers.Integral) \
-            or header_version not in (1, 2, 3):
-        raise ConfigError(f"header version {header_version!r}: expected 1, 2 or 3", usage=True)
+    from .engine.arguments import choice, integer
+
+    header_version = choice(integer(header_version, "header_version"), "header_version",
+                            (1, 2, 3))
     if not isinstance(source, (str, os.PathLike)) and (
             isinstance(source, (bytes, bytearray, dict)) or not hasattr(source, "__iter__")):
         raise ConfigError(f"source {type(source).__name__}: expected a path, '-' (stdin) or "

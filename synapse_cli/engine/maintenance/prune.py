@@ -310,12 +310,13 @@ def derived_nodes(w: Store, removed: set[int]) -> tuple[list[int], list[int]]:
     return nodes, requeue
 
 
-def trash_to_empty(store: Store, within=()) -> tuple[set[int], set[int]]:
+def trash_to_empty(store: Store, within=(), t: "Table | None" = None) -> tuple[set[int], set[int]]:
     """(ids a compaction removes, ids it leaves in the trash): the whole trash; under a scope
     (`within`, a user's tags) its part of it and the trashed semantic nodes (derived data that
     carry no user's tags, and may quote a purged text), never another user's trashed records,
-    which stay restorable (a scope tells nothing of them, not even that they are there)."""
-    t = Table.of(store)
+    which stay restorable (a scope tells nothing of them, not even that they are there).
+    `t`: the store's Table, when the caller has read it."""
+    t = Table.of(store) if t is None else t
     trashed = fl.is_tombstone(t.flags)
     if not within:
         return set(t.ids[trashed].tolist()), set()
@@ -344,9 +345,9 @@ def compact(w: StoreWriter, purge: bool = False, within=()) -> dict:
     pinned_derived: list[int] = []
     requeue: list[int] = []
     transform = None
-    removed, spare = trash_to_empty(w, within)
+    t = Table.of(w)
+    removed, spare = trash_to_empty(w, within, t)
     if purge:
-        t = Table.of(w)
         derived, pinned_derived, requeue = purge_targets(w, removed)
         # Requeue before trashing: each is its own commit, and a purge killed between them is
         # run again from what is committed. Nodes still live are found again (and their
