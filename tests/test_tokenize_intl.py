@@ -1,4 +1,4 @@
-"""Text beyond ASCII English (tokenizer version 2, docs/FORMAT.md 11): accents fold, scripts
+"""Text beyond ASCII English (tokenizer version 2, docs/FORMAT.md 11; version 3 joins "n't"): accents fold, scripts
 without spaces are searched by character bigrams, emoji are tokens; scores stay rank-bm25's
 over the same tokens; an index written by version 1 keeps its own tokenizer."""
 from __future__ import annotations
@@ -41,6 +41,32 @@ def test_version_2_tokens(text, tokens):
     assert tokenize(text) == tokens
 
 
+@pytest.mark.parametrize("text, v2, v3", [
+    ("I won't", ["i", "won", "t"], ["i", "wont"]),
+    ("DON’T", ["don", "t"], ["dont"]),               # the typographic apostrophe too
+    ("isn't it", ["isn", "t", "it"], ["isnt", "it"]),
+    ("Dana's it's", ["dana", "s", "it", "s"], ["dana", "s", "it", "s"]),  # only n't joins
+])
+def test_version_3_joins_a_negation_to_its_word(text, v2, v3):
+    assert tokenize(text, 2) == v2 and tokenize(text) == v3
+
+
+def test_the_topic_check_does_not_know_won_from_wont(tmp_path):
+    """A store that only ever says "I won't" knows nothing about who won a match; its version 2
+    index (kept by an existing store) still takes "won" from "won't"."""
+    from synapse_cli.engine.recall.topic import unknown_topic
+
+    texts = ["I won't paste secrets into the chat", "tests are green"]
+    new = BM25Index.open(tmp_path)
+    new.add([1, 2], texts)
+    assert unknown_topic("Who won the 2026 Six Nations?", new) == ["won"]
+    (tmp_path / "v2").mkdir()
+    old = BM25Index.open(tmp_path / "v2")
+    old.version = 2
+    old.add([1, 2], texts)
+    assert unknown_topic("Who won the 2026 Six Nations?", old) is None
+
+
 def test_version_1_is_unchanged():
     assert tokenize("Zürich 柯基犬 🔥", 1) == ["zürich", "柯基犬"]
     assert fold("Zürich") == fold("ZURICH") == "zurich"
@@ -60,7 +86,7 @@ def build(tmp_path: Path, version: int | None = None) -> BM25Index:
 ])
 def test_queries_find_their_record_and_scores_equal_rank_bm25(tmp_path, query, expected_first):
     index = build(tmp_path)
-    assert index.version == 2
+    assert index.version == 3
     ids, scores = index.scores(query)
     reference = BM25Okapi([tokenize(t) for t in CORPUS]).get_scores(tokenize(query))
     np.testing.assert_allclose(scores, reference, rtol=0, atol=1e-12)

@@ -66,7 +66,7 @@ LOG_MAGIC = b"SYNBM25L"
 # The files' format version is the tokenizer's (models/tokenize.py): a store keeps the version
 # its index was created with, since its postings are that tokenizer's tokens.
 FORMAT_VERSION = tok.VERSION
-READ_VERSIONS = (1, 2)
+READ_VERSIONS = (1, 2, 3)
 FILE_HEADER = 16
 BLOCK_HEADER = 16
 MAX_BLOCK_DOCS = 65_536

@@ -1,6 +1,6 @@
 """The one tokenizer behind BM25: our persisted index and the rank-bm25 reference both use it.
 
-Two versions, because a store's postings are tokens (docs/FORMAT.md section 11): a BM25 index
+Three versions, because a store's postings are tokens (docs/FORMAT.md section 11): a BM25 index
 keeps the version it was created with, and new indexes use the newest.
 
 - Version 1: Unicode NFC, ``str.lower()``, then every ``\\w+`` match.
@@ -12,6 +12,9 @@ keeps the version it was created with, and new indexes use the newest.
   sentence containing it; a one-character run is itself), every other ``\\w+`` run, and every
   emoji or pictographic symbol as a token of its own (one 🔥 is one token; skin-tone and
   joiner characters are dropped).
+- Version 3: version 2 with a negation joined to its word: "won't" is the token "wont", not
+  "won" and "t", so that "Who won the Six Nations?" does not match every "I won't" and the
+  store's vocabulary does not claim to know "won", "don" or "isn".
 
 No stemming and no stopword list: BM25's idf already discounts very common words (and
 rank-bm25's epsilon floor keeps them from going negative), and a stopword list would have to be
@@ -23,7 +26,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-VERSION = 2  # what a new BM25 index uses
+VERSION = 3  # what a new BM25 index uses
 
 _WORD_V1 = re.compile(r"\w+")
 
@@ -36,6 +39,7 @@ _ACCENT = re.compile("(?<=[\u0041-\u03ff\u1e00-\u1fff])[\u0300-\u036f]+")
 
 
 _ONE_PICTO = re.compile(f"[{_PICTO}]")
+_NOT = re.compile(r"(?<=\wn)['’]t\b")  # version 3: n't ends its word
 
 
 def is_pictograph(token: str) -> bool:
@@ -52,11 +56,15 @@ def fold(text: str) -> str:
 
 
 def tokenize(text: str, version: int = VERSION) -> list[str]:
-    """Split `text` into the tokens of tokenizer `version` (1 or 2), in order, with repetition."""
+    """Split `text` into the tokens of tokenizer `version` (1, 2 or 3), in order, with
+    repetition."""
     if version == 1:
         return _WORD_V1.findall(unicodedata.normalize("NFC", text).lower())
+    text = fold(text)
+    if version >= 3:
+        text = _NOT.sub("t", text)
     out: list[str] = []
-    for m in _TOKEN_V2.finditer(fold(text)):
+    for m in _TOKEN_V2.finditer(text):
         run = m.group("cjk")
         if run is None:
             out.append(m.group(0))
