@@ -190,9 +190,11 @@ def plan_windows(store, size: int, resume=()) -> list[Window]:
         ids = np.asarray(seg.ids)
         in_resume = live & np.isin(ids, np.fromiter(resume, np.uint64, len(resume)))
         ts = np.asarray(seg.headers["timestamp_ms"])
-        for row in np.flatnonzero(todo | in_resume):
+        rows = np.flatnonzero(todo | in_resume)
+        # one checked read per segment, not one per record: planning a large first run
+        # (100k episodes) is what a slice of it waits for (api.SLICE_SETUP_RATIO)
+        for row, body in zip(rows.tolist(), store.bodies(ids[rows])):
             rid = int(ids[row])
-            body = store.body(rid)
             if in_resume[row]:
                 again.append((int(ts[row]), rid, body))
                 pending |= bool(todo[row])
@@ -228,11 +230,12 @@ class NodeIndex:
         vecs = []
         for seg in store.segments:
             f = np.asarray(seg.headers["flags"])
-            for row in np.flatnonzero((fl.memory_type_code(f) == fl.MemoryType.SEMANTIC)
-                                      & ~fl.is_tombstone(f)):
-                rid = int(seg.ids[row])
+            rows = np.flatnonzero((fl.memory_type_code(f) == fl.MemoryType.SEMANTIC)
+                                  & ~fl.is_tombstone(f))
+            ids = np.asarray(seg.ids)[rows]
+            for row, rid, body in zip(rows.tolist(), ids.tolist(), store.bodies(ids)):
                 vecs.append(_unit(np.asarray(seg.vectors[row], np.float32)))  # dequantised
-                idx._add(rid, store.body(rid))
+                idx._add(rid, body)
         if vecs:
             idx.vectors = np.stack(vecs)
         return idx
