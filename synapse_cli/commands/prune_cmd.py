@@ -45,16 +45,12 @@ def _summary(report: dict) -> str:
     return "; ".join(parts) or "nothing to do"
 
 
-def _require_records(w, ids) -> None:
-    """As `mark` and `inspect record`: an id the store does not hold (never, or no longer
-    after --compact) is an error, before anything changes."""
-    for rid in ids:
-        try:
-            w.locate(int(rid))
-        except KeyError:
-            raise UserError(f"no record with id {rid} in this store", code=DATAERR,
-                            hint="nothing was changed; ids are in the output of ingest and "
-                                 "recall, and --compact removes trashed ones for good") from None
+def _no_record(rid) -> UserError:
+    """As `mark` and `inspect record` word an id the store does not hold (never, or no longer
+    after --compact)."""
+    return UserError(f"no record with id {rid} in this store", code=DATAERR,
+                     hint="nothing was changed; ids are in the output of ingest and recall, "
+                          "and --compact removes trashed ones for good")
 
 
 def prune(
@@ -119,6 +115,7 @@ def prune(
     """
     from store_format import flags as fl
 
+    from .. import api
     from ..engine import arguments as a
     from ..engine.maintenance import prune as pr
     from ..engine.store import Store, StoreWriter
@@ -149,7 +146,7 @@ def prune(
         StoreWriter.open(store_path(), lock_timeout=lock_timeout())
     with opened as w:
         if restore:
-            _require_records(w, restore)
+            api.require_records(w, restore, unknown=_no_record)
             if dry_run:  # what the real run would restore, and what it would call not_in_trash
                 asked = sorted(set(restore))
                 trashed = [r for r in asked if fl.is_tombstone(w.header(r).flags)]
@@ -158,8 +155,7 @@ def prune(
             else:
                 report.update(pr.restore(w, restore))
         else:
-            if not within:  # a scope lists unknown ids as out_of_scope (prune.select)
-                _require_records(w, ids)
+            api.require_pruned_ids(w, policy, unknown=_no_record)
             sel = pr.select(w, policy) if active else pr.Selection()
             if active:
                 report.update(sel.as_dict())
