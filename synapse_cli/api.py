@@ -334,9 +334,12 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
 
 
 def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:
-    """Take records out of the trash: `{"restored", "not_in_trash", "not_found"}`. An id the
-    store does not hold (never stored, or removed by compaction) is an InputError and nothing
-    changes, as for `mark` and the CLI; so `not_found` is empty here."""
+    """Take records out of the trash: `{"restored", "not_in_trash", "already_live",
+    "not_found"}`. A record whose text was ingested again after it was pruned (the same text
+    and tags, as deduplication compares them) stays in the trash, listed under `already_live`
+    as {id, live_id}: restoring it would make two live copies. An id the store does not hold
+    (never stored, or removed by compaction) is an InputError and nothing changes, as for
+    `mark` and the CLI; so `not_found` is empty here."""
     from .engine.arguments import record_ids
     from .engine.maintenance import prune as pr
     from .engine.store import StoreWriter

@@ -408,14 +408,16 @@ def build(path: Path, scope: str | None = None):
     @_errors(ToolError)
     def restore(ids: list[StrictInt], tags: Optional[list[StrictStr]] = None) -> dict:
         """Take forgotten memories out of the trash (before a purge). Returns the restored
-        and not_in_trash ids; an id the store does not hold (never stored, or purged) is an
-        error and nothing is restored. With `tags` (a user's scope, as for forget), ids of
+        and not_in_trash ids, and under `already_live` ({id, live_id}) those left in the
+        trash because the same memory was remembered again since (restoring would make two
+        copies); an id the store does not hold (never stored, or purged) is an error and
+        nothing is restored. With `tags` (a user's scope, as for forget), ids of
         memories without every tag are left alone and listed under `out_of_scope`; a server
         started with --scope TAG adds TAG to `tags`."""
         inside, outside = scoped(ids, tags)
         with mem.writing:
             out = api.restore(inside, path, lock_timeout=mem.write_wait()) if inside else {
-                "restored": [], "not_in_trash": [], "not_found": []}
+                "restored": [], "not_in_trash": [], "already_live": [], "not_found": []}
         return {**out, "out_of_scope": outside}
 
     @tool(writes)

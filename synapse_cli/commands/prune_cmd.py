@@ -33,6 +33,9 @@ def _summary(report: dict) -> str:
         parts.append(f"would restore {len(report['restore'])}")
     if report.get("not_in_trash"):
         parts.append(f"{len(report['not_in_trash'])} not in the trash")
+    for held in report.get("already_live", []):
+        parts.append(f"{held['id']} left in the trash: record {held['live_id']} already holds "
+                     "its text")
     if "would_remove" in report:
         parts.append(f"would remove {len(report['would_remove'])} records for good"
                      + (f" ({len(report['derived_nodes'])} derived semantic nodes among "
@@ -90,7 +93,8 @@ def prune(
              "selected or shown (e.g. --within user:bob: nothing of another user is listed); "
              "--compact/--purge empty only their part of the trash."),
     restore: List[int] = typer.Option([], "--restore", metavar="ID", min=1, max=2**64 - 1,
-                                      help="Take this record out of the trash (repeatable)."),
+                                      help="Take this record out of the trash (repeatable); one whose text "
+                                           "was ingested again since stays there (already_live)."),
     compact: bool = typer.Option(
         False, "--compact",
         help="Empty the trash: rewrite the store without tombstoned records (no restore after)."),
@@ -113,8 +117,6 @@ def prune(
     Example: synapse prune --query "my bank password" --purge --yes
     Example: synapse prune --within user:bob --query "bank PIN" --dry-run
     """
-    from store_format import flags as fl
-
     from .. import api
     from ..engine import arguments as a
     from ..engine.maintenance import prune as pr
@@ -147,11 +149,8 @@ def prune(
     with opened as w:
         if restore:
             api.require_records(w, restore, unknown=_no_record)
-            if dry_run:  # what the real run would restore, and what it would call not_in_trash
-                asked = sorted(set(restore))
-                trashed = [r for r in asked if fl.is_tombstone(w.header(r).flags)]
-                report["restore"] = trashed
-                report["not_in_trash"] = [r for r in asked if r not in trashed]
+            if dry_run:  # what the real run would restore, and why it would leave the rest
+                report.update(pr.restore_plan(w, restore))
             else:
                 report.update(pr.restore(w, restore))
         else:
