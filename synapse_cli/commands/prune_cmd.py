@@ -92,9 +92,10 @@ def prune(
         help="Scope, not a policy: only records carrying TAG (repeated: every one) are "
              "selected or shown (e.g. --within user:bob: nothing of another user is listed); "
              "--compact/--purge empty only their part of the trash."),
-    restore: List[int] = typer.Option([], "--restore", metavar="ID", min=1, max=2**64 - 1,
-                                      help="Take this record out of the trash (repeatable); one whose text "
-                                           "was ingested again since stays there (already_live)."),
+    restore: List[int] = typer.Option(
+        [], "--restore", metavar="ID", min=1, max=2**64 - 1,
+        help="Take this record out of the trash (repeatable); one whose text was ingested "
+             "again since stays there (already_live)."),
     compact: bool = typer.Option(
         False, "--compact",
         help="Empty the trash: rewrite the store without tombstoned records (no restore after)."),

@@ -230,9 +230,9 @@ def restore_plan(store: Store, ids) -> dict:
 
     asked = list(dict.fromkeys(int(i) for i in ids))
     trashed = [r for r in asked if fl.is_tombstone(store.header(r).flags)]
-    live = live_copies(store, trashed)
+    live, gone = live_copies(store, trashed), set(trashed)
     return {"restore": [r for r in trashed if r not in live],
-            "not_in_trash": [r for r in asked if r not in set(trashed)],
+            "not_in_trash": [r for r in asked if r not in gone],
             "already_live": [{"id": r, "live_id": m} for r, m in live.items()]}
 
 
