@@ -261,11 +261,17 @@ def store_path(store=None) -> Path:
 # --- keeping the store healthy: what prune, mark, inspect and migrate do ----------------------
 
 
-def _require_records(store_obj, ids, within=()) -> None:
+def _no_record(rid) -> InputError:
+    return InputError(f"id {rid}", "no record with this id in the store (ids are in the "
+                                   "output of ingest and recall)")
+
+
+def require_records(store_obj, ids, within=(), *, unknown=_no_record) -> None:
     """An id the store does not hold (never, or no longer after compaction) is an error
     before anything changes, as in `synapse mark` and `synapse prune --id`. With `within` (a
     scope's tags), a record without every one of them gets the same answer: a scope does not
-    reveal that another user's record exists."""
+    reveal that another user's record exists. `unknown(id)` makes the error (the command line
+    words it its own way)."""
     from store_format.tags import normalize_tag
 
     from .engine.filters import exact_tags
@@ -277,8 +283,14 @@ def _require_records(store_obj, ids, within=()) -> None:
             if want and not want <= exact_tags(store_obj.body(int(rid))):
                 raise KeyError(rid)
         except KeyError:
-            raise InputError(f"id {rid}", "no record with this id in the store (ids are in the "
-                                          "output of ingest and recall)") from None
+            raise unknown(rid) from None
+
+
+def require_pruned_ids(store_obj, policy, *, unknown=_no_record) -> None:
+    """A prune's named ids must exist, except under a scope: prune.select lists an unknown id
+    as out_of_scope there, like another user's, so a scoped caller cannot probe which exist."""
+    if not policy.within:
+        require_records(store_obj, policy.ids, unknown=unknown)
 
 
 def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), query: str | None = None,
@@ -314,8 +326,7 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     path = resolve_store(store)
     opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
     with opened as w:
-        if not policy.within:  # a scope lists unknown ids as out_of_scope (prune.select)
-            _require_records(w, policy.ids)
+        require_pruned_ids(w, policy)
         sel = pr.select(w, policy, embedder) if policy.active() else pr.Selection()
         if dry_run:
             return {"dry_run": True, **(sel.as_dict() if policy.active() else {})}
@@ -323,16 +334,19 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
 
 
 def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:
-    """Take records out of the trash: `{"restored", "not_in_trash", "not_found"}`. An id the
-    store does not hold (never stored, or removed by compaction) is an InputError and nothing
-    changes, as for `mark` and the CLI; so `not_found` is empty here."""
+    """Take records out of the trash: `{"restored", "not_in_trash", "already_live",
+    "not_found"}`. A record whose text was ingested again after it was pruned (the same text
+    and tags, as deduplication compares them) stays in the trash, listed under `already_live`
+    as {id, live_id}: restoring it would make two live copies. An id the store does not hold
+    (never stored, or removed by compaction) is an InputError and nothing changes, as for
+    `mark` and the CLI; so `not_found` is empty here."""
     from .engine.arguments import record_ids
     from .engine.maintenance import prune as pr
     from .engine.store import StoreWriter
 
     ids = record_ids(ids)
     with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
-        _require_records(w, ids)
+        require_records(w, ids)
         return pr.restore(w, ids)
 
 
@@ -348,7 +362,7 @@ def mark(ids: Iterable[int], store=None, *, pin: bool | None = None, resolve: bo
     pin, resolve = a.flag(pin, "pin", optional=True), a.flag(resolve, "resolve", optional=True)
     a.flag(restore_dormant, "restore_dormant")
     with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
-        _require_records(w, ids)
+        require_records(w, ids)
         try:
             return pr.mark(w, ids, pin=pin, resolve=resolve, restore_dormant=restore_dormant)
         except pr.InTrash as exc:
@@ -380,7 +394,7 @@ def inspect_record(record_id: int, store=None, *, within: Iterable[str] = ()) ->
     record_id, within = checked(record_id, "record_id"), tags(within, "within")
 
     def build(s):
-        _require_records(s, [record_id], within)
+        require_records(s, [record_id], within)
         return record(s, record_id, within)
     return read_retrying(resolve_store(store), build)
 
@@ -433,7 +447,7 @@ def node(node_id: int, store=None) -> dict:
     node_id = record_id(node_id, "node_id")
 
     def one(s):
-        _require_records(s, [node_id])
+        require_records(s, [node_id])
         try:
             return build(s, int(node_id))
         except ValueError as exc:
@@ -468,7 +482,7 @@ def list_memories(store=None, *, types: Iterable[str] = (), tags: Iterable[str] 
 
     def one(s):
         if after is not None:
-            _require_records(s, [after])
+            require_records(s, [after])
         return run(s, q)
     return read_retrying(resolve_store(store), one)
 

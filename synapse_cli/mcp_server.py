@@ -162,7 +162,7 @@ class Memory:
                         "note": "the store is empty: nothing has been remembered yet"}
             return api.recall_with(self._recaller, query, touch=touch, **kwargs)
 
-    def consolidate(self, max_seconds: float, stop: threading.Event) -> dict:
+    def consolidate(self, max_seconds: float, stop: threading.Event):
         """Consolidate for at most `max_seconds`; when `stop` is set (the call was cancelled or
         the client went away) or the server closes, stop after the window being extracted
         (each window commits on its own: nothing is lost) and release the writer lock."""
@@ -191,7 +191,7 @@ class Memory:
             return api.run_consolidate(self.path, max_seconds=max_seconds, progress=progress,
                                        extractor=self._extractor, embedder=self.embedder(),
                                        lock_timeout=self.write_wait(),
-                                       between=between).as_dict()
+                                       between=between)
 
     def write_wait(self) -> float:
         return self.settings()["mcp.write_wait"]
@@ -391,31 +391,25 @@ def build(path: Path, scope: str | None = None):
         tags = within(tags)
         if not tags:
             return ids, []
-        from store_format.tags import normalize_tag
-
         from .engine import arguments
-        from .engine.filters import exact_tags
-        from .engine.store import Store
 
-        want = {normalize_tag(t) for t in arguments.tags(tags, "tags")}
-        with Store.open(path) as s:
-            known = set(s.ids.tolist())
-            outside = [i for i in ids if i not in known or not want <= exact_tags(s.body(i))]
-        out = set(outside)
-        return [i for i in ids if i not in out], outside
+        inside = _carrying(path, arguments.tags(tags, "tags"), ids)
+        return [i for i in ids if i in inside], [i for i in ids if i not in inside]
 
     @tool(writes)
     @_errors(ToolError)
     def restore(ids: list[StrictInt], tags: Optional[list[StrictStr]] = None) -> dict:
         """Take forgotten memories out of the trash (before a purge). Returns the restored
-        and not_in_trash ids; an id the store does not hold (never stored, or purged) is an
-        error and nothing is restored. With `tags` (a user's scope, as for forget), ids of
+        and not_in_trash ids, and under `already_live` ({id, live_id}) those left in the
+        trash because the same memory was remembered again since (restoring would make two
+        copies); an id the store does not hold (never stored, or purged) is an error and
+        nothing is restored. With `tags` (a user's scope, as for forget), ids of
         memories without every tag are left alone and listed under `out_of_scope`; a server
         started with --scope TAG adds TAG to `tags`."""
         inside, outside = scoped(ids, tags)
         with mem.writing:
             out = api.restore(inside, path, lock_timeout=mem.write_wait()) if inside else {
-                "restored": [], "not_in_trash": [], "not_found": []}
+                "restored": [], "not_in_trash": [], "already_live": [], "not_found": []}
         return {**out, "out_of_scope": outside}
 
     @tool(writes)
@@ -477,7 +471,11 @@ def build(path: Path, scope: str | None = None):
         """Run the local model over memories not yet consolidated, building the memory graph
         that recall spreads through. Stops after `max_seconds` (default: the
         `mcp.consolidate_seconds` setting, 10); `left_windows` says what is left for the next
-        call. Usually a nightly cron job does this; call it when the user asks."""
+        call. Usually a nightly cron job does this; call it when the user asks. On a server
+        started with --scope TAG it works on every user's memories alike, but says only
+        {scope, finished, left_because (when not finished), episodes: how many of TAG's
+        memories this call consolidated}: the other counts (windows, nodes, edges, what is
+        left) are about every user's memories."""
         import anyio
 
         budget = mem.settings()["mcp.consolidate_seconds"] if max_seconds is None else max_seconds
@@ -485,10 +483,26 @@ def build(path: Path, scope: str | None = None):
             raise api.InputError("max_seconds", "expected a finite number of seconds > 0")
         stop = threading.Event()
         try:  # the model runs in a worker thread; a cancelled call tells it to stop
-            return await anyio.to_thread.run_sync(mem.consolidate, budget, stop,
-                                                  abandon_on_cancel=True)
+            result = await anyio.to_thread.run_sync(mem.consolidate, budget, stop,
+                                                    abandon_on_cancel=True)
+        except Stopped:
+            if scope:  # its message counts every user's windows
+                raise Stopped("consolidate stopped: the call was cancelled") from None
+            raise
         finally:
             stop.set()
+        if not scope:
+            return result.as_dict()
+        # Windows mix users (a shared session) and so do the nodes and edges made from them;
+        # only the scope's own episodes among those consolidated can be counted without
+        # telling what other users said or how much. `finished` does say whether anyone's
+        # memories are left, which the agent needs to know whether to call again.
+        out = {"scope": list(fixed), "finished": not result.left_windows,
+               "episodes": len(_carrying(path, fixed, [i for ids, _ in result.extractions
+                                                       for i in ids]))}
+        if result.left_windows:
+            out["left_because"] = result.left_because
+        return out
 
     @server.resource("synapse://status", mime_type="application/json",
                      description="The store summary (as `synapse inspect --json`); under "
@@ -509,6 +523,19 @@ def build(path: Path, scope: str | None = None):
 
     server.memory = mem  # for serve(): closed on shutdown
     return server
+
+
+def _carrying(path: Path, tags, ids) -> set[int]:
+    """Those of `ids` the store holds whose record carries every one of `tags`."""
+    from store_format.tags import normalize_tag
+
+    from .engine.filters import exact_tags
+    from .engine.store import Store
+
+    want = {normalize_tag(t) for t in tags}
+    with Store.open(path) as s:
+        known = set(s.ids.tolist())
+        return {i for i in ids if i in known and want <= exact_tags(s.body(i))}
 
 
 def _json(obj) -> str:

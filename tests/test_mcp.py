@@ -644,6 +644,28 @@ def test_scope_pin_unpin_restore_leave_another_users_memory_alone(tmp_path):
     assert bob["pinned"] is False and bob["tombstone"] is True
 
 
+def test_scope_restore_of_a_memory_remembered_again_names_only_the_scopes_copy(tmp_path):
+    # a memory forgotten, remembered again, then restored: two live copies of one memory
+    store = tmp_path / "s"
+    two_users(store)
+
+    async def bob_again():  # Bob's memory too is in the trash with a live copy (id 4)
+        async with stdio(store) as c:
+            data(await c.call_tool("forget", {"ids": [2]}))
+            assert data(await c.call_tool("remember", {"memories": LOCKERS[1:2]}))[
+                "results"][0]["id"] == 4
+    run(bob_again)
+
+    async def calls(c):
+        data(await c.call_tool("forget", {"ids": [1]}))
+        again = data(await c.call_tool("remember", {"memories": [LOCKERS[0]]}))
+        return again, data(await c.call_tool("restore", {"ids": [1, 2]}))
+    again, restore = as_ana(store, calls)
+    assert again["results"][0]["id"] == 5
+    assert restore["restored"] == [] and restore["already_live"] == [{"id": 1, "live_id": 5}]
+    assert restore["out_of_scope"] == [2] and "4" not in json.dumps(restore)
+
+
 def test_scope_memory_status_and_status_resource_count_the_scope(tmp_path):
     store = tmp_path / "s"
     two_users(store)
@@ -690,7 +712,9 @@ def test_scope_refuses_the_graph_tools_and_allows_consolidate(tmp_path):
     found, opened, consolidated, record = as_ana(store, calls)
     assert "refused" in error(found) and "--scope user:ana" in error(found)
     assert "refused" in error(opened) and "--scope user:ana" in error(opened)
-    assert consolidated["episodes"] == 3 and consolidated["left_windows"] == 0
+    # it consolidated Bob's memory too, but says only what is Ana's: the store-wide counts
+    # (episodes 3, windows, nodes, edges) told her agent about other users' activity
+    assert consolidated == {"scope": ["user:ana"], "finished": True, "episodes": 2}
     from synapse_cli import api
 
     # consolidation linked the memories to semantic nodes, which every user's memories share:

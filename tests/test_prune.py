@@ -609,6 +609,36 @@ def test_a_restore_dry_run_says_what_the_run_would(tmp_path):
     assert real["restored"] == dry["restore"] and real["not_in_trash"] == dry["not_in_trash"]
 
 
+def test_a_restore_does_not_make_a_second_live_copy_of_a_statement(tmp_path):
+    # a line pruned, ingested again (a new live record, as deduplication skips the trash),
+    # then restored: two live records said the same thing
+    from synapse_cli import api
+
+    store, emb = tmp_path / "s", FakeEmbedder(384)
+    api.ingest(["the wifi password is hunter2"], store=store, embedder=emb)
+    api.prune(store, ids=[1])
+    assert api.ingest(["the wifi password is hunter2"], store=store, embedder=emb)[0]["id"] == 2
+    r = run_cli(["prune", "--restore", "1", "--dry-run", "--json"], store)
+    assert r.returncode == 0, r.stderr
+    dry = json.loads(r.stdout)
+    assert dry["restore"] == [] and dry["already_live"] == [{"id": 1, "live_id": 2}]
+    r = run_cli(["prune", "--restore", "1", "--json"], store)
+    real = json.loads(r.stdout)
+    assert real["restored"] == [] and real["already_live"] == dry["already_live"], r.stderr
+    assert [m["id"] for m in api.list_memories(store)["memories"]] == [2]
+    # two copies in the trash: the first asked for comes back, the second is held by it
+    api.prune(store, ids=[2])
+    out = api.restore([2, 1], store=store)
+    assert out["restored"] == [2] and out["already_live"] == [{"id": 1, "live_id": 2}]
+    # the same text under other tags (another user's) is another statement: not a copy
+    api.ingest([{"text": "my locker code is 4512", "tags": ["user:ana"]},
+                {"text": "my locker code is 4512", "tags": ["user:bob"]}],
+               store=store, embedder=emb)
+    api.prune(store, ids=[3])
+    out = api.restore([3], store=store)
+    assert out["restored"] == [3] and out["already_live"] == []
+
+
 def _consolidated_secret(base) -> int:
     """A consolidated store of four lines, the first SECRET (whose id is returned): purging
     it trashes the nodes derived from it and requeues the episodes they linked."""

@@ -33,6 +33,9 @@ def _summary(report: dict) -> str:
         parts.append(f"would restore {len(report['restore'])}")
     if report.get("not_in_trash"):
         parts.append(f"{len(report['not_in_trash'])} not in the trash")
+    for held in report.get("already_live", []):
+        parts.append(f"{held['id']} left in the trash: record {held['live_id']} already holds "
+                     "its text")
     if "would_remove" in report:
         parts.append(f"would remove {len(report['would_remove'])} records for good"
                      + (f" ({len(report['derived_nodes'])} derived semantic nodes among "
@@ -45,16 +48,12 @@ def _summary(report: dict) -> str:
     return "; ".join(parts) or "nothing to do"
 
 
-def _require_records(w, ids) -> None:
-    """As `mark` and `inspect record`: an id the store does not hold (never, or no longer
-    after --compact) is an error, before anything changes."""
-    for rid in ids:
-        try:
-            w.locate(int(rid))
-        except KeyError:
-            raise UserError(f"no record with id {rid} in this store", code=DATAERR,
-                            hint="nothing was changed; ids are in the output of ingest and "
-                                 "recall, and --compact removes trashed ones for good") from None
+def _no_record(rid) -> UserError:
+    """As `mark` and `inspect record` word an id the store does not hold (never, or no longer
+    after --compact)."""
+    return UserError(f"no record with id {rid} in this store", code=DATAERR,
+                     hint="nothing was changed; ids are in the output of ingest and recall, "
+                          "and --compact removes trashed ones for good")
 
 
 def prune(
@@ -93,8 +92,10 @@ def prune(
         help="Scope, not a policy: only records carrying TAG (repeated: every one) are "
              "selected or shown (e.g. --within user:bob: nothing of another user is listed); "
              "--compact/--purge empty only their part of the trash."),
-    restore: List[int] = typer.Option([], "--restore", metavar="ID", min=1, max=2**64 - 1,
-                                      help="Take this record out of the trash (repeatable)."),
+    restore: List[int] = typer.Option(
+        [], "--restore", metavar="ID", min=1, max=2**64 - 1,
+        help="Take this record out of the trash (repeatable); one whose text was ingested "
+             "again since stays there (already_live)."),
     compact: bool = typer.Option(
         False, "--compact",
         help="Empty the trash: rewrite the store without tombstoned records (no restore after)."),
@@ -117,8 +118,7 @@ def prune(
     Example: synapse prune --query "my bank password" --purge --yes
     Example: synapse prune --within user:bob --query "bank PIN" --dry-run
     """
-    from store_format import flags as fl
-
+    from .. import api
     from ..engine import arguments as a
     from ..engine.maintenance import prune as pr
     from ..engine.store import Store, StoreWriter
@@ -149,17 +149,13 @@ def prune(
         StoreWriter.open(store_path(), lock_timeout=lock_timeout())
     with opened as w:
         if restore:
-            _require_records(w, restore)
-            if dry_run:  # what the real run would restore, and what it would call not_in_trash
-                asked = sorted(set(restore))
-                trashed = [r for r in asked if fl.is_tombstone(w.header(r).flags)]
-                report["restore"] = trashed
-                report["not_in_trash"] = [r for r in asked if r not in trashed]
+            api.require_records(w, restore, unknown=_no_record)
+            if dry_run:  # what the real run would restore, and why it would leave the rest
+                report.update(pr.restore_plan(w, restore))
             else:
                 report.update(pr.restore(w, restore))
         else:
-            if not within:  # a scope lists unknown ids as out_of_scope (prune.select)
-                _require_records(w, ids)
+            api.require_pruned_ids(w, policy, unknown=_no_record)
             sel = pr.select(w, policy) if active else pr.Selection()
             if active:
                 report.update(sel.as_dict())

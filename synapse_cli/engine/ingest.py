@@ -21,7 +21,7 @@ from store_format.tags import normalize_tag
 
 from .inputs import Item, normalize_text
 from .memory import NewMemory
-from .store import StoreWriter
+from .store import Store, StoreWriter
 
 RECENT_FOR_SURPRISE = 64  # memories that define "novel" (seed 003's surprise signal)
 
@@ -113,7 +113,7 @@ def _recent_unit_vectors(w: StoreWriter, n: int, tags=()) -> np.ndarray:
     return v / np.maximum(norms, 1e-12)
 
 
-def _checked_duplicate(w: StoreWriter, index_file, index: np.ndarray, i: int,
+def _checked_duplicate(w: Store, index_file, index: np.ndarray, i: int,
                        digest: bytes) -> int:
     """The record index entry `i` names, after checking that it holds text of that MD5: an
     index copied from another store would otherwise turn new input away as "duplicate"."""
@@ -136,27 +136,78 @@ def item_tags(item: Item) -> frozenset[str]:
                                  "session": item.session, "source": item.source}))
 
 
-def _stored_statement(w: StoreWriter, index_file, index: np.ndarray, entries, digest: bytes,
-                      item: Item) -> int | None:
+def _stored_statement(w: Store, index_file, index: np.ndarray, entries, digest: bytes,
+                      tags: frozenset[str], timestamp_ms: int | None) -> int | None:
     """The live record that already holds this statement, or None. A duplicate is the same
     text with the same tags (so the same speaker, session and source: one user's statement is
     never taken for another's, filters.exact_tags) at the same time (any time, when the item
     gives none): the same input twice stores nothing new, but a restatement by someone else or
     later is a record of its own, so recency and --as-of see it ("standup is at 9:30" said
     again in November). A record in the trash holds nothing: a statement made again after
-    `prune` is stored again."""
+    `prune` is stored again. `tags`: the item's (item_tags); `timestamp_ms`: its time, if it
+    gives one."""
     from .filters import exact_tags
 
-    tags = item_tags(item)
     for i in reversed(entries):
         rid = _checked_duplicate(w, index_file, index, i, digest)
         seg, row = w.locate(rid)
         headers = w.segments[seg].headers
         if fl.is_tombstone(int(headers["flags"][row])) or exact_tags(w.body(rid)) != tags:
             continue
-        if item.timestamp_ms is None or int(headers["timestamp_ms"][row]) == item.timestamp_ms:
+        if timestamp_ms is None or int(headers["timestamp_ms"][row]) == timestamp_ms:
             return rid
     return None
+
+
+def _index_file(store: Store) -> tuple[str, object, int | None]:
+    """(name, path, committed entries) of the store's ingest index; None entries when it has
+    none yet (no ingest, or its file is gone)."""
+    m = store.manifest
+    name = m.ingest["file"] if m.ingest is not None else ix.NAME  # -G after compaction
+    path = store.path / name
+    if m.ingest is None or not path.exists():
+        return name, path, None
+    return name, path, m.ingest["entries"]
+
+
+def _read_index(index_file, entries: int) -> tuple[np.ndarray, dict[bytes, list[int]]]:
+    """The index's committed entries, and digest -> its entries, oldest first."""
+    index = ix.read(index_file, entries)
+    seen: dict[bytes, list[int]] = {}
+    for i, d in enumerate(index["md5"]):
+        seen.setdefault(bytes(d), []).append(i)
+    return index, seen
+
+
+def live_copies(store: Store, ids) -> dict[int, int]:
+    """For each of `ids` (records in the trash) whose statement a live record already holds,
+    that record's id: what deduplication would answer if the statement were ingested again,
+    with the record's text and tags and no time (_stored_statement). No time, because a
+    record does not say whether its input gave one, and the usual case is a line ingested
+    again after `prune`, stamped with the time of its second ingest. Among `ids`, the first of
+    a statement holds it for the later ones: restoring both would make two live copies too.
+    The copy carries the very same tags (speaker:, session:, source: included), so it is in
+    every scope the trashed record is in: no other user's record is ever named."""
+    from .filters import exact_tags
+
+    _, index_file, entries = _index_file(store)
+    index, seen = _read_index(index_file, entries) if entries is not None else (None, {})
+    out: dict[int, int] = {}
+    first: dict[tuple, int] = {}  # (digest, tags) -> the first of `ids` to hold it
+    for rid in dict.fromkeys(int(i) for i in ids):
+        body = store.body(rid)
+        if "md5" not in body or not isinstance(body.get("text"), str):
+            continue  # not ingested (a semantic node): deduplication never compares it
+        digest = md5_of(body["text"])  # what ingest computed, from the text it stored
+        tags = frozenset(exact_tags(body))
+        live = first.get((digest, tags))
+        if live is None and seen.get(digest):
+            live = _stored_statement(store, index_file, index, seen[digest], digest, tags, None)
+        if live is None:
+            first[(digest, tags)] = rid
+        else:
+            out[rid] = live
+    return out
 
 
 def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
@@ -166,17 +217,11 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     result = IngestResult()
     m = w.manifest
-    index_name = m.ingest["file"] if m.ingest is not None else ix.NAME  # -G after compaction
-    index_file = w.path / index_name
-    if m.ingest is None or not index_file.exists():
+    index_name, index_file, committed_entries = _index_file(w)
+    if committed_entries is None:
         ix.create(index_file)
         committed_entries = 0
-    else:
-        committed_entries = m.ingest["entries"]
-    index = ix.read(index_file, committed_entries)
-    seen: dict[bytes, list[int]] = {}  # digest -> its entries, oldest first
-    for i, d in enumerate(index["md5"]):
-        seen.setdefault(bytes(d), []).append(i)
+    index, seen = _read_index(index_file, committed_entries)
     last_of_session: dict[int, int] = {}
     for key, rid in zip(index["session"].tolist(), index["record_id"].tolist()):
         if key:
@@ -191,7 +236,8 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     repeats: list[tuple[Outcome, Outcome]] = []  # (repeat, first) inside this batch
     for item in items:
         digest = md5_of(item.text)
-        rid = _stored_statement(w, index_file, index, seen.get(digest, ()), digest, item)
+        rid = _stored_statement(w, index_file, index, seen.get(digest, ()), digest,
+                                item_tags(item), item.timestamp_ms)
         key = (digest, item_tags(item), item.timestamp_ms)
         first = batch_any.get(key[:2]) if item.timestamp_ms is None else batch_seen.get(key)
         if rid is not None:

@@ -221,8 +221,24 @@ def trash(w: StoreWriter, ids) -> list[int]:
     return _set_bit(w, ids, fl.TOMBSTONE, True)
 
 
+def restore_plan(store: Store, ids) -> dict:
+    """What `restore` would do with `ids`, which the store holds: `restore` (in the trash),
+    `not_in_trash`, and `already_live`, [{id, live_id}]: a record whose statement a live record
+    already holds (it was ingested again after the prune, ingest.live_copies) stays in the
+    trash, since restoring it would make two live copies of one statement."""
+    from ..ingest import live_copies
+
+    asked = list(dict.fromkeys(int(i) for i in ids))
+    trashed = [r for r in asked if fl.is_tombstone(store.header(r).flags)]
+    live, gone = live_copies(store, trashed), set(trashed)
+    return {"restore": [r for r in trashed if r not in live],
+            "not_in_trash": [r for r in asked if r not in gone],
+            "already_live": [{"id": r, "live_id": m} for r, m in live.items()]}
+
+
 def restore(w: StoreWriter, ids) -> dict:
-    """Take records out of the trash. Ids that compaction already removed are `not_found`."""
+    """Take records out of the trash (restore_plan). Ids that compaction already removed are
+    `not_found`."""
     found, missing = [], []
     for rid in dict.fromkeys(int(i) for i in ids):
         try:
@@ -230,9 +246,10 @@ def restore(w: StoreWriter, ids) -> dict:
             found.append(rid)
         except KeyError:
             missing.append(rid)
-    restored = _set_bit(w, found, fl.TOMBSTONE, False)
-    return {"restored": restored, "not_in_trash": [r for r in found if r not in set(restored)],
-            "not_found": missing}
+    plan = restore_plan(w, found)
+    restored = _set_bit(w, plan["restore"], fl.TOMBSTONE, False)
+    return {"restored": restored, "not_in_trash": plan["not_in_trash"],
+            "already_live": plan["already_live"], "not_found": missing}
 
 
 class InTrash(ValueError):
