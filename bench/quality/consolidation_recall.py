@@ -140,7 +140,7 @@ def consolidated_copy(src: Path, dst: Path, args, embedder) -> dict:
     """`src` (an ingested store) copied to `dst` and consolidated, unless done before."""
     if (dst.parent / "ok").exists():
         return json.loads((dst.parent / "ok").read_text())
-    from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
+    from synapse_cli.engine.consolidate import CACHE_NAME, ConsolidateConfig, consolidate
     from synapse_cli.models.extractor import LlamaExtractor
 
     if not dst.exists():  # else an interrupted run: consolidation resumes where it stopped
@@ -148,17 +148,18 @@ def consolidated_copy(src: Path, dst: Path, args, embedder) -> dict:
         dst.parent.mkdir(parents=True)
         shutil.copytree(src, dst)
         if args.cache_from:  # the extraction cache of stores built before: same windows, hits
-            from synapse_cli.engine.consolidate import CACHE_NAME
-
             cache = OUT / args.cache_from / dst.parent.name / "store" / CACHE_NAME
             if cache.exists():
                 shutil.copyfile(cache, dst / CACHE_NAME)
+    # with a cache from earlier stores the model is mostly not run: no speed of the model
+    seeded = bool(args.cache_from) and (dst / CACHE_NAME).exists()
     t = time.perf_counter()
     with StoreWriter.open(dst) as w:
         x = LlamaExtractor(args.model, threads=args.threads, embedder=embedder)
         res = consolidate(w, x, embedder, ConsolidateConfig())
     rep = res.as_dict() | {"wall_s": round(time.perf_counter() - t, 1),
-                           "turns_per_s": round(res.episodes / (time.perf_counter() - t), 2)}
+                           "turns_per_s": round(res.episodes / (time.perf_counter() - t), 2),
+                           "cache_from": args.cache_from if seeded else None}
     (dst.parent / "ok").write_text(json.dumps(rep))
     return rep
 

@@ -280,7 +280,12 @@ def consolidation_section(c: dict, bigger: dict | None) -> list[str]:
             rows.append([half, row, *[r[row][x] for x in CATS]])
     L += table(["conversations", "row", *HEAD], rows)
     def speed(run: dict) -> list[str]:
-        tps = [b["turns_per_s"] for b in run["consolidation"].values() if b.get("turns_per_s")]
+        built = run["consolidation"].values()
+        if seeded := {b["cache_from"] for b in built if b.get("cache_from")}:
+            return [f"Consolidation speed: not measured here (the extraction cache of "
+                    f"{', '.join(sorted(seeded))} was reused); bench/speed/extract_bench.py "
+                    f"measures the model.", ""]
+        tps = [b["turns_per_s"] for b in built if b.get("turns_per_s")]
         return [f"Consolidation speed (when the stores were built, 2 shared cores): "
                 f"{min(tps)}-{max(tps)} turns/s.", ""] if tps else []
 
