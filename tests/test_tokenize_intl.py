@@ -65,6 +65,12 @@ def test_the_topic_check_does_not_know_won_from_wont(tmp_path):
     old.version = 2
     old.add([1, 2], texts)
     assert unknown_topic("Who won the 2026 Six Nations?", old) is None
+    # a joined negation is a stopword, not a topic every chat store knows
+    (tmp_path / "chat").mkdir()
+    chat = BM25Index.open(tmp_path / "chat")
+    chat.add([1], ["Dana: I didn't sleep well"])
+    assert unknown_topic("Why didn't Dana give a blood sample?", chat) == ["give", "blood",
+                                                                          "sample"]
 
 
 def test_version_1_is_unchanged():
@@ -140,3 +146,26 @@ def test_the_topic_check_reads_a_version_1_store_with_its_own_tokenizer(tmp_path
     (tmp_path / "v2").mkdir()
     assert unknown_topic("Which strasse?", build(tmp_path / "v2")) is None
     assert unknown_topic("What is the capital of Peru?", old) == ["capital"]
+
+
+def test_a_version_2_store_still_answers_a_question_with_a_negation(tmp_path, monkeypatch):
+    """The attribution check compares the query's words (the store's tokenizer) with the words
+    each memory states: both must come from the store's tokenizer, or on a store made before
+    version 3 Ana's own "I won't go skydiving" states neither "won" nor "t", and Bob's "I won"
+    takes the question from her (refused, margin 1.0)."""
+    from synapse_cli import api
+    from synapse_cli.models import bm25
+    from synapse_cli.models.fake import FakeEmbedder
+
+    monkeypatch.setattr(bm25, "FORMAT_VERSION", 2)  # a store created before version 3
+    store, emb = tmp_path / "s", FakeEmbedder(384)
+    filler = ["the weather is nice today", "lunch is at noon", "the train was late again",
+              "my cat sleeps all day", "we need more coffee filters", "the meeting moved"]
+    api.ingest([{"text": "I won't go skydiving", "speaker": "Ana", "session": "s"},
+                {"text": "I won the skydiving raffle", "speaker": "Bob", "session": "s"}]
+               + [{"text": t, "speaker": "Cara", "session": "s"} for t in filler],
+               store=store, embedder=emb)
+    monkeypatch.undo()
+    assert (store / "bm25.vocab").read_bytes()[8] == 2
+    out = api.recall("What won't Ana do?", store=store, embedder=emb, touch=False)
+    assert not out["rejected"] and out["results"][0]["text"] == "I won't go skydiving"

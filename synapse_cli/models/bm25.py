@@ -112,7 +112,7 @@ def _read_prefix(path: Path, nbytes: int) -> bytes:
 
 
 def _check_file_header(buf: bytes, magic: bytes, path: Path) -> int:
-    """Check the 16-byte file header; returns its format version (1 or 2)."""
+    """Check the 16-byte file header; returns its format version (READ_VERSIONS)."""
     what = "BM25 vocabulary" if magic == VOCAB_MAGIC else "BM25 log"
     version = struct.unpack_from("<H", buf, 8)[0] if len(buf) >= 10 else FORMAT_VERSION
     fileheader.check(buf, magic, path, what, version if version in READ_VERSIONS

@@ -15,6 +15,8 @@ lot lots thing things something anything nothing time way day really pretty grea
 i'm i've i'll i'd you're you've you'll it's that's there's what's he's she's we're we've
 they're they've let's don't doesn't didn't can't won't isn't wasn't aren't haven't couldn't
 wouldn't shouldn't gonna wanna gotta y'all ya u im ive dont cant wont
+doesnt didnt isnt wasnt werent arent havent hasnt hadnt couldnt wouldnt shouldnt aint mustnt
+neednt shant
 """.split())
 # Words that open or close no noun phrase in chat: evaluative adjectives, adverbs, common verbs,
 # prepositions, interjections.

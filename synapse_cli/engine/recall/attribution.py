@@ -86,47 +86,50 @@ def is_statement(text: str | None) -> bool:
     return bool(spoken) and not spoken.endswith("?")
 
 
-def stated_words(text: str | None) -> set[str]:
+def stated_words(text: str | None, tokenize=tokenize) -> set[str]:
     """Tokens of the sentences of `text` that are not questions (a trailing "[shares a photo
-    of ...]" note counts as one)."""
+    of ...]" note counts as one). `tokenize`: the store's BM25 tokenizer, whose tokens the
+    query words are (a store keeps its tokenizer version, models/tokenize.py)."""
     return {t for sentence in _SENTENCE_END.split((text or "").strip())
             if not sentence.rstrip().endswith("?") for t in tokenize(sentence)}
 
 
-def _stated_matrix(words: list[str], per_word: np.ndarray, texts: list[str | None]):
+def _stated_matrix(words: list[str], per_word: np.ndarray, texts: list[str | None],
+                   tokenize=tokenize):
     """(bool [words, texts]: text i states word j, float [words, texts]: the BM25 shares)."""
-    stated = [stated_words(t) for t in texts]
+    stated = [stated_words(t, tokenize) for t in texts]
     used = np.array([[w in s for s in stated] for w in words], dtype=bool).reshape(len(words),
                                                                                  len(texts))
     return used, np.asarray(per_word, np.float64).reshape(used.shape)
 
 
-def stated_content(words: list[str], per_word: np.ndarray, texts: list[str | None]) -> np.ndarray:
+def stated_content(words: list[str], per_word: np.ndarray, texts: list[str | None],
+                   tokenize=tokenize) -> np.ndarray:
     """Per text, the sum of `per_word[j]` (word j's BM25 share) over the words it states."""
-    used, share = _stated_matrix(words, per_word, texts)
+    used, share = _stated_matrix(words, per_word, texts, tokenize)
     return (share * used).sum(axis=0)
 
 
-def stated_coverage(words: list[str], per_word: np.ndarray,
-                    texts: list[str | None]) -> np.ndarray:
+def stated_coverage(words: list[str], per_word: np.ndarray, texts: list[str | None],
+                    tokenize=tokenize) -> np.ndarray:
     """Per text, the sum over the query words it states (with a BM25 share) of that word's
     best share among `texts`: which words it covers, weighted by how telling each is, without
     BM25's length normalisation and term frequency (a short "Noted: vegetarian." covers
     "vegetarian" exactly as much as the longer sentence it repeats)."""
-    used, share = _stated_matrix(words, per_word, texts)
+    used, share = _stated_matrix(words, per_word, texts, tokenize)
     if not share.size:
         return np.zeros(len(texts))
     best = share.max(axis=1, keepdims=True)
     return np.where(used & (share > 0), best, 0.0).sum(axis=0)
 
 
-def matched_topics(words: list[str], per_word: np.ndarray,
-                   texts: list[str | None]) -> list[frozenset]:
+def matched_topics(words: list[str], per_word: np.ndarray, texts: list[str | None],
+                   tokenize=tokenize) -> list[frozenset]:
     """Per text, the query words it states that have a BM25 share and are not stopwords: what
     it says about the question (the basis of the restatement rule)."""
     from ...models.words import _STOP
 
-    used, share = _stated_matrix(words, per_word, texts)
+    used, share = _stated_matrix(words, per_word, texts, tokenize)
     hit = used & (share > 0)
     topical = [j for j, w in enumerate(words) if w not in _STOP]
     return [frozenset(words[j] for j in topical if hit[j, i]) for i in range(len(texts))]
@@ -231,7 +234,8 @@ def margin(name: str, speakers: list[str | None], texts: list[str | None],
 def check(query: str, bodies: list[dict], word_scores, depth: int,
           threshold: float, order: list | None = None,
           restatements: bool = True, scoring: str = "coverage",
-          addressed: bool = False, mentioned: bool = False) -> Verdict | None:
+          addressed: bool = False, mentioned: bool = False,
+          tokenize=tokenize) -> Verdict | None:
     """The verdict for a query over its ranked result bodies, or None when the check does not
     apply (no single named speaker among them, or no statement matches).
     `word_scores(query_without_name)` returns (its distinct words, their BM25 shares [words,
@@ -239,7 +243,7 @@ def check(query: str, bodies: list[dict], word_scores, depth: int,
     are read, so the verdict does not depend on how many results the caller asked for.
     `order`: a sortable time key per body (e.g. (timestamp, id)); with it and `restatements`,
     a restatement counts for whoever said it first. `scoring`: "coverage" (stated_coverage)
-    or "bm25" (stated_content)."""
+    or "bm25" (stated_content). `tokenize`: the tokenizer `word_scores` used (the store's)."""
     top = bodies[:depth]
     speakers = [b.get("speaker") for b in top]
     name = named_speaker(query, {s for s in speakers if s})
@@ -247,11 +251,11 @@ def check(query: str, bodies: list[dict], word_scores, depth: int,
         return None
     texts = [b.get("text") for b in top]
     words, per_word = word_scores(without_name(query, name))
-    matched = matched_topics(words, per_word, texts) if restatements and order is not None \
-        else None
+    matched = matched_topics(words, per_word, texts, tokenize) \
+        if restatements and order is not None else None
     credit = credited(name, speakers, texts, matched, order[:depth] if matched else None,
                       addressed, mentioned)
-    content = (stated_coverage if scoring == "coverage" else stated_content)(words, per_word,
-                                                                             texts)
+    content = (stated_coverage if scoring == "coverage" else stated_content)(
+        words, per_word, texts, tokenize)
     m = margin(name, speakers, texts, content, credit)
     return None if m is None else Verdict(name, m, threshold)

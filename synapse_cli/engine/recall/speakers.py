@@ -41,11 +41,12 @@ def without_speakers(store, arrays, query: str, tags=()) -> str | None:
     return bare if topic_words(bare) else None
 
 
-def subject_names(store, arrays, query: str, tags=()) -> set[str]:
+def subject_names(store, arrays, query: str, tags=(), tokenize=None) -> set[str]:
     """The tokens of the capitalised words of `query` after its first that are not speakers of
     the store (of its records that carry `tags`): "Kwame", "Lagos" in "Dana's sessions with
-    Kwame"; not "Dana"."""
-    from ...models.tokenize import tokenize
+    Kwame"; not "Dana". `tokenize`: whose tokens (default: the newest tokenizer's)."""
+    if tokenize is None:
+        from ...models.tokenize import tokenize
 
     return {t for m in _WORD.finditer(query) if m.start() > 0
             and not is_speaker(store, arrays, m.group(1), tags) for t in tokenize(m.group(1))}

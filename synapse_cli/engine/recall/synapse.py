@@ -364,7 +364,8 @@ def _topic_gate(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig,
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
         no_value = missing_value(query, [b.get("text") for b in bodies[: cfg.attribution_depth]],
                                  index.tokenize,
-                                 lambda: subject_names(store, arrays, query, cfg.tags))
+                                 lambda: subject_names(store, arrays, query, cfg.tags,
+                                                       index.tokenize))
         if no_value is not None:
             return {"no_value": no_value}, bodies
     return None, bodies
@@ -422,7 +423,9 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
                 query, a_bodies, lambda q: _word_scores(store, q, depth_ids, arrays,
                                                         cfg.until_ms, cfg.variant_weight),
                 cfg.attribution_depth, cfg.tau_attribution, order, cfg.restatements,
-                cfg.attribution_content, cfg.addressed, cfg.mentioned)
+                cfg.attribution_content, cfg.addressed, cfg.mentioned,
+                **({"tokenize": bm25_open(store, arrays.cache).tokenize}
+                   if store.manifest.bm25 is not None else {}))
             rejected = verdict is not None and not verdict.passed
         top, scores, bodies = top[: cfg.k], scores[: cfg.k], bodies[: cfg.k]
     if not rejected:
