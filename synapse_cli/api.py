@@ -272,18 +272,11 @@ def require_records(store_obj, ids, within=(), *, unknown=_no_record) -> None:
     scope's tags), a record without every one of them gets the same answer: a scope does not
     reveal that another user's record exists. `unknown(id)` makes the error (the command line
     words it its own way)."""
-    from store_format.tags import normalize_tag
+    from .engine.filters import carries
 
-    from .engine.filters import exact_tags
-
-    want = {normalize_tag(t) for t in within}
     for rid in ids:
-        try:
-            store_obj.locate(int(rid))
-            if want and not want <= exact_tags(store_obj.body(int(rid))):
-                raise KeyError(rid)
-        except KeyError:
-            raise unknown(rid) from None
+        if not carries(store_obj, rid, within):
+            raise unknown(rid)
 
 
 def require_pruned_ids(store_obj, policy, *, unknown=_no_record) -> None:
@@ -335,8 +328,8 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
 
 def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> dict:
     """Take records out of the trash: `{"restored", "not_in_trash", "already_live",
-    "not_found"}`. A record whose text was ingested again after it was pruned (the same text
-    and tags, as deduplication compares them) stays in the trash, listed under `already_live`
+    "not_found"}`. A record whose input was ingested again after it was pruned (the same text,
+    tags and time, as deduplication compares them) stays in the trash, listed under `already_live`
     as {id, live_id}: restoring it would make two live copies. An id the store does not hold
     (never stored, or removed by compaction) is an InputError and nothing changes, as for
     `mark` and the CLI; so `not_found` is empty here."""

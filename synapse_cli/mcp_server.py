@@ -401,9 +401,9 @@ def build(path: Path, scope: str | None = None):
     def restore(ids: list[StrictInt], tags: Optional[list[StrictStr]] = None) -> dict:
         """Take forgotten memories out of the trash (before a purge). Returns the restored
         and not_in_trash ids, and under `already_live` ({id, live_id}) those left in the
-        trash because the same memory was remembered again since (restoring would make two
-        copies); an id the store does not hold (never stored, or purged) is an error and
-        nothing is restored. With `tags` (a user's scope, as for forget), ids of
+        trash because the same memory (text, tags and time) was remembered again since
+        (restoring would make two copies); an id the store does not hold (never stored, or
+        purged) is an error and nothing is restored. With `tags` (a user's scope, as for forget), ids of
         memories without every tag are left alone and listed under `out_of_scope`; a server
         started with --scope TAG adds TAG to `tags`."""
         inside, outside = scoped(ids, tags)
@@ -527,15 +527,11 @@ def build(path: Path, scope: str | None = None):
 
 def _carrying(path: Path, tags, ids) -> set[int]:
     """Those of `ids` the store holds whose record carries every one of `tags`."""
-    from store_format.tags import normalize_tag
-
-    from .engine.filters import exact_tags
+    from .engine.filters import carries
     from .engine.store import Store
 
-    want = {normalize_tag(t) for t in tags}
     with Store.open(path) as s:
-        known = set(s.ids.tolist())
-        return {i for i in ids if i in known and want <= exact_tags(s.body(i))}
+        return {i for i in ids if carries(s, i, tags)}
 
 
 def _json(obj) -> str:

@@ -610,14 +610,17 @@ def test_a_restore_dry_run_says_what_the_run_would(tmp_path):
 
 
 def test_a_restore_does_not_make_a_second_live_copy_of_a_statement(tmp_path):
-    # a line pruned, ingested again (a new live record, as deduplication skips the trash),
-    # then restored: two live records said the same thing
+    # a line pruned, then the same input again (a log replayed: same text, speaker and time;
+    # a new live record, as deduplication skips the trash), then restored: two live records
+    # would say the same thing at the same time
     from synapse_cli import api
 
     store, emb = tmp_path / "s", FakeEmbedder(384)
-    api.ingest(["the wifi password is hunter2"], store=store, embedder=emb)
+    line = {"text": "the wifi password is hunter2", "speaker": "ana",
+            "timestamp": "2026-03-01T10:00:00Z"}
+    api.ingest([line], store=store, embedder=emb)
     api.prune(store, ids=[1])
-    assert api.ingest(["the wifi password is hunter2"], store=store, embedder=emb)[0]["id"] == 2
+    assert api.ingest([line], store=store, embedder=emb)[0]["id"] == 2
     r = run_cli(["prune", "--restore", "1", "--dry-run", "--json"], store)
     assert r.returncode == 0, r.stderr
     dry = json.loads(r.stdout)
@@ -626,7 +629,7 @@ def test_a_restore_does_not_make_a_second_live_copy_of_a_statement(tmp_path):
     real = json.loads(r.stdout)
     assert real["restored"] == [] and real["already_live"] == dry["already_live"], r.stderr
     assert [m["id"] for m in api.list_memories(store)["memories"]] == [2]
-    # two copies in the trash: the first asked for comes back, the second is held by it
+    # both copies in the trash: the first asked for comes back, the second is held by it
     api.prune(store, ids=[2])
     out = api.restore([2, 1], store=store)
     assert out["restored"] == [2] and out["already_live"] == [{"id": 1, "live_id": 2}]
@@ -637,6 +640,31 @@ def test_a_restore_does_not_make_a_second_live_copy_of_a_statement(tmp_path):
     api.prune(store, ids=[3])
     out = api.restore([3], store=store)
     assert out["restored"] == [3] and out["already_live"] == []
+
+
+def test_a_restore_brings_back_the_same_words_said_at_other_times(tmp_path):
+    # "ok" twice in a session is two statements (ingest keeps both): pruning the session and
+    # restoring it brings both back, in either order, and a line ingested again without a
+    # time (stamped anew) is a statement of its own too
+    from synapse_cli import api
+
+    store, emb = tmp_path / "s", FakeEmbedder(384)
+    api.ingest([{"text": "ok", "speaker": "ana", "session": "s1",
+                 "timestamp": "2026-03-01T10:00:00Z"},
+                {"text": "lunch at noon?", "speaker": "bob", "session": "s1",
+                 "timestamp": "2026-03-01T10:01:00Z"},
+                {"text": "ok", "speaker": "ana", "session": "s1",
+                 "timestamp": "2026-03-01T10:02:00Z"}], store=store, embedder=emb)
+    api.prune(store, tags=["session:s1"])
+    assert api.restore([1, 2, 3], store=store)["restored"] == [1, 2, 3]
+    api.prune(store, ids=[1])
+    assert api.restore([1], store=store) == {"restored": [1], "not_in_trash": [],
+                                             "already_live": [], "not_found": []}
+    api.ingest(["remember the milk"], store=store, embedder=emb)
+    api.prune(store, ids=[4])
+    time.sleep(0.01)  # stamped at another millisecond
+    api.ingest(["remember the milk"], store=store, embedder=emb)
+    assert api.restore([4], store=store)["restored"] == [4]
 
 
 def _consolidated_secret(base) -> int:

@@ -94,8 +94,8 @@ def prune(
              "--compact/--purge empty only their part of the trash."),
     restore: List[int] = typer.Option(
         [], "--restore", metavar="ID", min=1, max=2**64 - 1,
-        help="Take this record out of the trash (repeatable); one whose text was ingested "
-             "again since stays there (already_live)."),
+        help="Take this record out of the trash (repeatable); one whose input (text, tags, "
+             "time) was ingested again since stays there (already_live)."),
     compact: bool = typer.Option(
         False, "--compact",
         help="Empty the trash: rewrite the store without tombstoned records (no restore after)."),

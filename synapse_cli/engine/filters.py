@@ -25,6 +25,16 @@ def exact_tags(body: dict) -> set[str]:
     return out
 
 
+def carries(store: Store, record_id: int, tags) -> bool:
+    """The store holds `record_id` and its record carries every one of `tags` (exact_tags)."""
+    try:
+        store.locate(int(record_id))
+    except KeyError:
+        return False
+    want = {normalize_tag(t) for t in tags}
+    return not want or want <= exact_tags(store.body(int(record_id)))
+
+
 def header_tags(store: Store, cache: dict | None = None) -> np.ndarray:
     """u64 [n]: every record's Bloom filter in position order (once per snapshot in `cache`)."""
     if cache is not None and "synaptic_tags" in cache:

@@ -170,41 +170,34 @@ def _index_file(store: Store) -> tuple[str, object, int | None]:
     return name, path, m.ingest["entries"]
 
 
-def _read_index(index_file, entries: int) -> tuple[np.ndarray, dict[bytes, list[int]]]:
-    """The index's committed entries, and digest -> its entries, oldest first."""
-    index = ix.read(index_file, entries)
-    seen: dict[bytes, list[int]] = {}
-    for i, d in enumerate(index["md5"]):
-        seen.setdefault(bytes(d), []).append(i)
-    return index, seen
-
-
 def live_copies(store: Store, ids) -> dict[int, int]:
-    """For each of `ids` (records in the trash) whose statement a live record already holds,
-    that record's id: what deduplication would answer if the statement were ingested again,
-    with the record's text and tags and no time (_stored_statement). No time, because a
-    record does not say whether its input gave one, and the usual case is a line ingested
-    again after `prune`, stamped with the time of its second ingest. Among `ids`, the first of
-    a statement holds it for the later ones: restoring both would make two live copies too.
-    The copy carries the very same tags (speaker:, session:, source: included), so it is in
-    every scope the trashed record is in: no other user's record is ever named."""
+    """For each of `ids` (records in the trash) whose statement a live record holds, that
+    record's id: what deduplication answers when the same input comes again (_stored_statement
+    with the record's text, tags and time), typically a log replayed after `prune`. The same
+    words at another time are a statement of their own, as at ingest ("ok" twice in a chat;
+    a line ingested again without a time, stamped anew): both can be live. The copy carries
+    the very same tags (speaker:, session:, source: included), so it is in every scope the
+    trashed record is in: no other user's record is ever named."""
     from .filters import exact_tags
 
     _, index_file, entries = _index_file(store)
-    index, seen = _read_index(index_file, entries) if entries is not None else (None, {})
+    if not len(ids) or not entries:
+        return {}
+    index = ix.read(index_file, entries)
     out: dict[int, int] = {}
-    first: dict[tuple, int] = {}  # (digest, tags) -> the first of `ids` to hold it
+    first: dict[tuple, int] = {}  # statement -> the first of `ids` to make it: it holds the rest
     for rid in dict.fromkeys(int(i) for i in ids):
         body = store.body(rid)
         if "md5" not in body or not isinstance(body.get("text"), str):
             continue  # not ingested (a semantic node): deduplication never compares it
         digest = md5_of(body["text"])  # what ingest computed, from the text it stored
-        tags = frozenset(exact_tags(body))
-        live = first.get((digest, tags))
-        if live is None and seen.get(digest):
-            live = _stored_statement(store, index_file, index, seen[digest], digest, tags, None)
+        key = (digest, frozenset(exact_tags(body)), store.header(rid).timestamp_ms)
+        live = first.get(key)
         if live is None:
-            first[(digest, tags)] = rid
+            same = np.flatnonzero(index["md5"] == np.frombuffer(digest, "V16")[0]).tolist()
+            live = _stored_statement(store, index_file, index, same, *key)
+        if live is None:
+            first[key] = rid
         else:
             out[rid] = live
     return out
@@ -221,7 +214,10 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     if committed_entries is None:
         ix.create(index_file)
         committed_entries = 0
-    index, seen = _read_index(index_file, committed_entries)
+    index = ix.read(index_file, committed_entries)
+    seen: dict[bytes, list[int]] = {}  # digest -> its entries, oldest first
+    for i, d in enumerate(index["md5"]):
+        seen.setdefault(bytes(d), []).append(i)
     last_of_session: dict[int, int] = {}
     for key, rid in zip(index["session"].tolist(), index["record_id"].tolist()):
         if key:

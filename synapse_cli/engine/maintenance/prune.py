@@ -224,7 +224,7 @@ def trash(w: StoreWriter, ids) -> list[int]:
 def restore_plan(store: Store, ids) -> dict:
     """What `restore` would do with `ids`, which the store holds: `restore` (in the trash),
     `not_in_trash`, and `already_live`, [{id, live_id}]: a record whose statement a live record
-    already holds (it was ingested again after the prune, ingest.live_copies) stays in the
+    already holds (the same input ingested again after the prune, ingest.live_copies) stays in the
     trash, since restoring it would make two live copies of one statement."""
     from ..ingest import live_copies
 
