@@ -156,7 +156,9 @@ def consolidated_copy(src: Path, dst: Path, args, embedder) -> dict:
     t = time.perf_counter()
     with StoreWriter.open(dst) as w:
         x = LlamaExtractor(args.model, threads=args.threads, embedder=embedder)
-        res = consolidate(w, x, embedder, ConsolidateConfig())
+        cfg = ConsolidateConfig(**{k: type(getattr(ConsolidateConfig(), k))(v) for k, v in
+                                   (kv.split("=", 1) for kv in args.consolidate_set)})
+        res = consolidate(w, x, embedder, cfg)
     rep = res.as_dict() | {"wall_s": round(time.perf_counter() - t, 1),
                            "turns_per_s": round(res.episodes / (time.perf_counter() - t), 2),
                            "cache_from": args.cache_from if seeded else None}
@@ -222,6 +224,7 @@ def run(args) -> dict:
     fresh = rows["fresh"]
     return {"benchmark": "consolidation_recall", "model": str(model), "tag": tag,
             "cons_from": args.cons_from, "settings": args.set,
+            "consolidate_settings": args.consolidate_set,
             "conversations": [c["sample_id"] for c in data],
             "questions": len(per["fresh"]), "metric": "evidence recall@10 (%), gated, cats 1-4",
             "rows": rows, "by_half": by_half,
@@ -244,6 +247,9 @@ def main():
                    help="only these consolidated rows (comma-separated; default all)")
     p.add_argument("--cons-from", default=None,
                    help="recall from DIR/<sample_id>/cons/store instead of consolidating")
+    p.add_argument("--consolidate-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a ConsolidateConfig field when the stores are built (repeatable; give "
+                        "them a --tag of their own)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a RecallConfig field for every row, fresh included (repeatable)")
     print(json.dumps(run(p.parse_args()), indent=1))
