@@ -403,9 +403,9 @@ def build(path: Path, scope: str | None = None):
         and not_in_trash ids, and under `already_live` ({id, live_id}) those left in the
         trash because the same memory (text, tags and time) was remembered again since
         (restoring would make two copies); an id the store does not hold (never stored, or
-        purged) is an error and nothing is restored. With `tags` (a user's scope, as for forget), ids of
-        memories without every tag are left alone and listed under `out_of_scope`; a server
-        started with --scope TAG adds TAG to `tags`."""
+        purged) is an error and nothing is restored. With `tags` (a user's scope, as for
+        forget), ids of memories without every tag are left alone and listed under
+        `out_of_scope`; a server started with --scope TAG adds TAG to `tags`."""
         inside, outside = scoped(ids, tags)
         with mem.writing:
             out = api.restore(inside, path, lock_timeout=mem.write_wait()) if inside else {
