@@ -294,8 +294,8 @@ def build(path: Path, scope: str | None = None):
         Give `speaker` (who said it) and `timestamp` (ISO 8601, when it happened; default now)
         when you know them; `tags` (e.g. "project:atlas") let recall and forget filter later.
         Returns one {id, status} per item: stored, duplicate (the same text with the same
-        speaker, tags and time is already stored) or gated (dropped by the store's ingest goal). An invalid item stores
-        nothing and the error names it. A server started with --scope TAG adds TAG to every
+        speaker, tags and time is already stored) or gated (dropped by the store's ingest
+        goal). An invalid item stores nothing and the error names it. A server started with --scope TAG adds TAG to every
         memory's tags."""
         from .engine.ingest import retrieval_text
         from .engine.inputs import item_from_object

@@ -782,3 +782,53 @@ def test_a_consolidate_closed_between_two_slices_writes_nothing_more(tmp_path, m
     with pytest.raises(mcp_server.Stopped, match="between two slices"):
         mem.consolidate(10.0, threading.Event())
     assert slices == [1]
+
+
+def test_remember_goes_in_between_two_slices_of_a_long_consolidate(tmp_path, monkeypatch):
+    # The nightly consolidate holds the writer lock a slice at a time: an agent's remember on
+    # the same server is stored before the run ends, not after it (the real SDK client,
+    # in-process; the model replaced by a slow extractor behind the same Protocol).
+    from synapse_cli import api, mcp_server
+    from synapse_cli.models.fake import FakeEmbedder
+
+    class SlowExtractor:
+        cache_id = "slow-test-extractor"
+
+        def extract(self, texts):
+            time.sleep(0.15)
+            return {"entities": [], "relations": []}
+
+    store, emb = tmp_path / "s", FakeEmbedder(384)
+    api.ingest([{"text": f"note {i} on the garden", "session": "s"} for i in range(60)],
+               store=store, embedder=emb)
+    monkeypatch.setattr(api, "SLICE_SECONDS", 0.3)
+    server = mcp_server.build(store)
+    server.memory._extractor, server.memory._embedder = SlowExtractor(), emb
+    ends: dict[str, float] = {}
+
+    async def go():
+        async with Client(server) as c:
+            async def consolidate():
+                out = data(await c.call_tool("consolidate", {"max_seconds": 120}))
+                ends["consolidate"] = time.monotonic()
+                return out
+
+            async def remember():
+                await anyio.sleep(0.5)  # the first slice holds the writer lock
+                out = data(await c.call_tool("remember", {"memories": [{"text": "water the roses"}]}))
+                ends["remember"] = time.monotonic()
+                got.append(out)
+
+            got: list = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(remember)
+                done = await consolidate()
+            return done, got[0]
+    try:
+        done, remembered = run(go)
+    finally:
+        server.memory.close()
+    assert remembered["results"][0]["status"] == "stored"
+    assert ends["remember"] < ends["consolidate"]
+    # 60 notes in windows of 5, and the new memory too: each slice plans again
+    assert done["windows"] == 13 and done["left_windows"] == 0
