@@ -53,6 +53,22 @@ def run(coro_fn):
     return anyio.run(coro_fn)
 
 
+async def beside_consolidate(client, call, delay: float = 0.5):
+    """consolidate on `client` and, `delay` s after it starts (the writer lock taken), `call()`:
+    (consolidate's JSON, the call's JSON, when each ended: {"consolidate", "other"})."""
+    ends, got = {}, []
+
+    async def other():
+        await anyio.sleep(delay)
+        got.append(data(await call()))
+        ends["other"] = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        done = data(await client.call_tool("consolidate", {"max_seconds": 600}))
+        ends["consolidate"] = time.monotonic()
+    return done, got[0], ends
+
+
 def test_tools_listed_with_schemas_and_descriptions(tmp_path):
     async def go():
         async with stdio(tmp_path / "s") as c:
@@ -229,40 +245,20 @@ def test_http_consolidate_while_another_client_recalls_then_sigterm(tmp_path):
                                            "demo.ndjson")], env=env_for(store), check=True,
                    capture_output=True)
     server = HttpServer(store)
-    spans: dict[str, tuple[float, float]] = {}
 
     async def go():
         async with Client(server.url) as a, Client(server.url) as b:
             data(await b.call_tool("recall", {"query": "hiking"}))  # models loaded
-
-            async def consolidate():
-                t0 = time.monotonic()
-                spans["consolidate"] = (t0, 0)
-                out = data(await a.call_tool("consolidate", {"max_seconds": 600}))
-                spans["consolidate"] = (t0, time.monotonic())
-                return out
-
-            async def recalls():
-                await anyio.sleep(0.5)  # consolidate is under way
-                t0 = time.monotonic()
-                got = data(await b.call_tool("recall", {"query": "Where did Caroline go "
-                                                                "hiking?", "k": 3}))
-                spans["recall"] = (t0, time.monotonic())
-                results.append(got)
-
-            results: list = []
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(recalls)
-                done = await consolidate()
-            return done, results[0]
+            return await beside_consolidate(a, lambda: b.call_tool(
+                "recall", {"query": "Where did Caroline go hiking?", "k": 3}))
     try:
-        done, recalled = run(go)
+        done, recalled, ends = run(go)
     finally:
         code, err = server.stop()
     assert done["windows"] >= 1
     assert "Dolomites" in recalled["results"][0]["text"]
     # the recall was answered while consolidate held the writer lock, not after it
-    assert spans["recall"][1] < spans["consolidate"][1]
+    assert ends["other"] < ends["consolidate"]
     assert code == 0, err
     assert "Traceback" not in err
     verify = subprocess.run([SYNAPSE, "inspect", "verify", "--json"], env=env_for(store),
@@ -804,31 +800,16 @@ def test_remember_goes_in_between_two_slices_of_a_long_consolidate(tmp_path, mon
     monkeypatch.setattr(api, "SLICE_SECONDS", 0.3)
     server = mcp_server.build(store)
     server.memory._extractor, server.memory._embedder = SlowExtractor(), emb
-    ends: dict[str, float] = {}
 
     async def go():
         async with Client(server) as c:
-            async def consolidate():
-                out = data(await c.call_tool("consolidate", {"max_seconds": 120}))
-                ends["consolidate"] = time.monotonic()
-                return out
-
-            async def remember():
-                await anyio.sleep(0.5)  # the first slice holds the writer lock
-                out = data(await c.call_tool("remember", {"memories": [{"text": "water the roses"}]}))
-                ends["remember"] = time.monotonic()
-                got.append(out)
-
-            got: list = []
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(remember)
-                done = await consolidate()
-            return done, got[0]
+            return await beside_consolidate(c, lambda: c.call_tool(
+                "remember", {"memories": [{"text": "water the roses"}]}))
     try:
-        done, remembered = run(go)
+        done, remembered, ends = run(go)
     finally:
         server.memory.close()
     assert remembered["results"][0]["status"] == "stored"
-    assert ends["remember"] < ends["consolidate"]
+    assert ends["other"] < ends["consolidate"]
     # 60 notes in windows of 5, and the new memory too: each slice plans again
     assert done["windows"] == 13 and done["left_windows"] == 0
