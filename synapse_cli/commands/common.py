@@ -10,7 +10,7 @@ import typer
 
 from ..engine.paths import resolve_store
 from . import output
-from .exits import USAGE, UserError
+from .exits import DATAERR, USAGE, UserError
 
 
 def _json(value: bool) -> bool:
@@ -80,6 +80,12 @@ def lock_timeout() -> float:
         return Globals.lock_timeout
     env = os.environ.get("SYNAPSE_LOCK_TIMEOUT")
     return 30.0 if env is None else seconds(env, "$SYNAPSE_LOCK_TIMEOUT", usage=False)
+
+
+def no_record(record_id, hint: str = "ids are in the output of ingest and recall") -> UserError:
+    """An id the store does not hold (never, or no longer after --compact), as every command
+    words it (exit 65, DATAERR)."""
+    return UserError(f"no record with id {record_id} in this store", code=DATAERR, hint=hint)
 
 
 def check_tags(tags, option: str = "--tag") -> None:

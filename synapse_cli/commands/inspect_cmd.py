@@ -4,8 +4,7 @@ from __future__ import annotations
 import typer
 
 from . import output
-from .common import JSON_OPTION, QUIET_OPTION, store_path
-from .exits import DATAERR, UserError
+from .common import JSON_OPTION, QUIET_OPTION, no_record, store_path
 
 inspect_app = typer.Typer(help="Look inside a store: summary, one record, or a full verify.\n\n"
                                "Example: synapse inspect --json | jq .records",
@@ -47,9 +46,9 @@ def record(record_id: int = typer.Argument(..., metavar="ID", help="Record id.")
     try:
         info = read_retrying(store_path(), lambda store: build(store, record_id))
     except KeyError:
-        raise UserError(f"no record with id {record_id} in this store", code=DATAERR,
-                        hint="record ids are in the output of ingest and recall; `synapse "
-                             "inspect` shows how many records the store holds") from None
+        raise no_record(record_id, "record ids are in the output of ingest and recall; "
+                                   "`synapse inspect` shows how many records the store "
+                                   "holds") from None
     if output.Out.want_table() and not json:
         # through output.dumps, which handles records nested deeper than orjson allows
         output.stdout_console().print_json(output.dumps(info).decode("utf-8"))

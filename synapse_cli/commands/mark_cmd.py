@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from . import output
-from .common import JSON_OPTION, QUIET_OPTION, lock_timeout, store_path
+from .common import JSON_OPTION, QUIET_OPTION, lock_timeout, no_record, store_path
 from .exits import DATAERR, USAGE, UserError
 
 
@@ -47,8 +47,7 @@ def mark(
         try:
             rows = pr.mark(w, ids, pin=pin, resolve=resolve, restore_dormant=restore_dormant)
         except KeyError as exc:
-            raise UserError(f"no record with id {exc.args[0]} in this store", code=DATAERR,
-                            hint="ids are in the output of ingest and recall") from None
+            raise no_record(exc.args[0]) from None
         except pr.InTrash as exc:
             raise UserError(f"record {exc.args[0]} is in the trash; a pin would not keep it "
                             "from --compact", code=DATAERR,

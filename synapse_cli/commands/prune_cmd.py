@@ -7,8 +7,8 @@ import typer
 
 from . import output
 from .common import JSON_OPTION, check_tags, confirm_destructive, lock_timeout, store_path
-from .common import QUIET_OPTION, complete, parse_time_option
-from .exits import DATAERR, USAGE, UserError
+from .common import QUIET_OPTION, complete, no_record, parse_time_option
+from .exits import USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -49,10 +49,7 @@ def _summary(report: dict) -> str:
 
 
 def _no_record(rid) -> UserError:
-    """As `mark` and `inspect record` word an id the store does not hold (never, or no longer
-    after --compact)."""
-    return UserError(f"no record with id {rid} in this store", code=DATAERR,
-                     hint="nothing was changed; ids are in the output of ingest and recall, "
+    return no_record(rid, "nothing was changed; ids are in the output of ingest and recall, "
                           "and --compact removes trashed ones for good")
 
 
