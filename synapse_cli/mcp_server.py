@@ -295,8 +295,8 @@ def build(path: Path, scope: str | None = None):
         when you know them; `tags` (e.g. "project:atlas") let recall and forget filter later.
         Returns one {id, status} per item: stored, duplicate (the same text with the same
         speaker, tags and time is already stored) or gated (dropped by the store's ingest
-        goal). An invalid item stores nothing and the error names it. A server started with --scope TAG adds TAG to every
-        memory's tags."""
+        goal). An invalid item stores nothing and the error names it. A server started with
+        --scope TAG adds TAG to every memory's tags (so 63 others at most)."""
         from .engine.ingest import retrieval_text
         from .engine.inputs import item_from_object
 
@@ -311,7 +311,12 @@ def build(path: Path, scope: str | None = None):
             if other:
                 raise api.InputError(f"item {n}", f"tag {other[0]!r} names another scope than "
                                                   f"this server's ({scope})")
-            return {**m, "tags": [*m.get("tags", []), *fixed]}
+            tags = m.get("tags", [])
+            if isinstance(tags, list) and len(tags) == 64 and not any(
+                    isinstance(t, str) and normalize_tag(t) == normalize_tag(scope) for t in tags):
+                raise api.InputError(f"item {n}", f"`tags`: at most 63 besides this server's "
+                                                  f"scope tag {scope}, which it adds")
+            return {**m, "tags": [*tags, *fixed]} if isinstance(tags, list) else m
 
         items = [item_from_object(given(m, n), f"item {n}") for n, m in enumerate(memories, 1)]
         if not items:

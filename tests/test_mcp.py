@@ -549,14 +549,19 @@ def test_scope_remember_adds_the_tag(tmp_path):
     store = tmp_path / "s"
 
     async def calls(c):
-        return data(await c.call_tool("remember", {"memories": [
+        full = error(await c.call_tool("remember", {"memories": [
+            {"text": "many tags", "tags": [f"t{i}" for i in range(64)]}]}))
+        return full, data(await c.call_tool("remember", {"memories": [
             {"text": "Ana's sister lives in Braga.", "tags": ["family"]},
             {"text": "Ana prefers window seats.", "tags": ["USER:Ana"]}]}))
-    out = as_ana(store, calls)
+    full, out = as_ana(store, calls)
     from synapse_cli import api
 
     tags = [api.inspect_record(r["id"], store)["payload"]["tags"] for r in out["results"]]
     assert tags == [["family", "user:ana"], ["USER:Ana"]]  # one spelling per tag, as in ingest
+    # 64 tags of the caller's own: the scope's tag would be the 65th (the error said "at most
+    # 64" of a list of 64)
+    assert "item 1" in full and "at most 63 besides this server's scope tag user:ana" in full
 
 
 def test_scope_recall_returns_only_the_scopes_memories(tmp_path):
