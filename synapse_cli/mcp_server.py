@@ -457,9 +457,12 @@ def build(path: Path, scope: str | None = None):
         Returns {nodes: [{id, name, type, description, mentions}]}; open one with
         `open_node`. The graph is shared by every user of the store (nodes carry no user
         tag, and a description quotes what was said): where users must not see each other,
-        start the server with --scope TAG (this tool is then refused), or one store per user."""
+        start the server with --scope TAG (this tool is then refused), or one store per user.
+        `limit`: 1 to 200."""
         ungraphed("find_nodes")
-        return {"nodes": api.nodes(name, path, limit=max(1, min(limit, 200)))}
+        if not 1 <= limit <= 200:  # as recall's k: an error, not quietly another number
+            raise api.InputError("limit", f"{limit}: expected 1 to 200")
+        return {"nodes": api.nodes(name, path, limit=limit)}
 
     @tool(read_only)
     @_errors(ToolError)

@@ -197,8 +197,11 @@ def test_browse_the_graph_after_consolidate(tmp_path):
             node = data(await c.call_tool("open_node", {"id": found[0]["id"]}))
             status = await c.read_resource("synapse://status")
             record = await c.read_resource(f"synapse://record/{found[0]['id']}")
-            return done, found, node, status, record
-    done, found, node, status, record = run(go)
+            bad = [error(await c.call_tool("find_nodes", {"limit": n})) for n in (0, 201)]
+            return done, found, node, status, record, bad
+    done, found, node, status, record, bad = run(go)
+    # a limit out of range is an error, as recall's k, not quietly 1 or 200
+    assert all("limit" in e and "expected 1 to 200" in e for e in bad), bad
     assert done["windows"] >= 1 and done["left_windows"] == 0
     assert found[0]["name"] == "Caroline" and found[0]["type"]
     assert node["episodes"] and all("text" in e for e in node["episodes"])
