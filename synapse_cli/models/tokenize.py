@@ -12,8 +12,8 @@ keeps the version it was created with, and new indexes use the newest.
   sentence containing it; a one-character run is itself), every other ``\\w+`` run, and every
   emoji or pictographic symbol as a token of its own (one 🔥 is one token; skin-tone and
   joiner characters are dropped).
-- Version 3: version 2 with a negation joined to its word: "won't" is the token "wont", not
-  "won" and "t", so that "Who won the Six Nations?" does not match every "I won't" and the
+- Version 3: version 2 with a negation joined to its word, whichever apostrophe is typed:
+  "won't" is the token "wont", not "won" and "t", so that "Who won the Six Nations?" does not match every "I won't" and the
   store's vocabulary does not claim to know "won", "don" or "isn".
 
 No stemming and no stopword list: BM25's idf already discounts very common words (and
@@ -39,7 +39,8 @@ _ACCENT = re.compile("(?<=[\u0041-\u03ff\u1e00-\u1fff])[\u0300-\u036f]+")
 
 
 _ONE_PICTO = re.compile(f"[{_PICTO}]")
-_NOT = re.compile(r"(?<=\wn)['’]t\b")  # version 3: n't ends its word
+# version 3: n't ends its word, whichever apostrophe is typed (', ’, ‘, `, ʼ)
+_NOT = re.compile("(?<=\\wn)['\u2019\u2018`\u02bc]t\\b")
 
 
 def is_pictograph(token: str) -> bool:
