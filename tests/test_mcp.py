@@ -697,6 +697,8 @@ def test_scope_record_resource_hides_another_users_record(tmp_path):
         return await read(c, 1), await read(c, 2), await read(c, 99)
     mine, bobs, missing = as_ana(store, calls)
     assert mine["payload"]["text"] == "My gym locker code is 4512."
+    # its place in a segment would count the records of every user before it
+    assert "segment" not in mine and "index" not in mine
     assert all(e.get("to", e.get("from")) in (1, 3)
                for e in mine["edges"]["out"] + mine["edges"]["in"])
     assert isinstance(bobs, str) and "9981" not in bobs

@@ -86,6 +86,8 @@ def _print_summary(info: dict) -> None:
     for k, v in info["records"]["by_flag"].items():
         t.add_row(f"  {k}", str(v))
     t.add_row("header version", f"v{info['header_version']} ({info['header_bytes']} B)")
+    if info["bm25_tokenizer"] is not None:
+        t.add_row("BM25 tokenizer", f"v{info['bm25_tokenizer']}")
     t.add_row("segments", str(len(info["segments"])))
     t.add_row("edges", str(info["edges"]["total"]))
     for k, v in info["edges"]["by_type"].items():

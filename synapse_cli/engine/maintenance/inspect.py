@@ -66,9 +66,20 @@ def summary(store: Store, within=()) -> dict:
                       "header_version": r.header.header_version}
                      for s, r in zip(m.segments, store.segments)],
         "header_versions": {f"v{v}": n for v, n in sorted(versions.items())},
+        # which tokenizer BM25 reads text with (FORMAT.md 11; None before the first ingest):
+        # an older store keeps its own until its records move to a new store
+        "bm25_tokenizer": _tokenizer_version(store),
         "edges": {"total": g.n_edges, "by_type": edges},
         "bytes": {"total": sum(files.values()), "files": files},
     }
+
+
+def _tokenizer_version(store: Store) -> int | None:
+    from ...models.bm25 import read_version
+
+    c = store.manifest.bm25 or {}
+    found = [read_version(store.path / c[f], c[f"{f}_bytes"]) for f in ("vocab", "log") if f in c]
+    return next((v for v in found if v is not None), None)
 
 
 def record(store: Store, record_id: int, within=()) -> dict:
@@ -97,10 +108,11 @@ def record(store: Store, record_id: int, within=()) -> dict:
         inside = {int(i) for i in store.ids[scope]}
         out_edges = [e for e in out_edges if e["to"] in inside]
         in_edges = [e for e in in_edges if e["from"] in inside]
+    where = {} if within else {  # under a scope: a position counts every user's records
+        "segment": store.manifest.segments[seg].file, "index": row}
     return {
         "id": int(record_id),
-        "segment": store.manifest.segments[seg].file,
-        "index": row,
+        **where,
         "header_version": store.segments[seg].header.header_version,
         "header": header,
         "payload": store.body(record_id),
