@@ -13,8 +13,9 @@ keeps the version it was created with, and new indexes use the newest.
   emoji or pictographic symbol as a token of its own (one 🔥 is one token; skin-tone and
   joiner characters are dropped).
 - Version 3: version 2 with a negation joined to its word, whichever apostrophe is typed:
-  "won't" is the token "wont", not "won" and "t", so that "Who won the Six Nations?" does not match every "I won't" and the
-  store's vocabulary does not claim to know "won", "don" or "isn".
+  "won't" is the token "wont", not "won" and "t", so that "Who won the Six Nations?" does not
+  match every "I won't" and the store's vocabulary does not claim to know "won", "don" or
+  "isn".
 
 No stemming and no stopword list: BM25's idf already discounts very common words (and
 rank-bm25's epsilon floor keeps them from going negative), and a stopword list would have to be
