@@ -311,8 +311,7 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
         low_utility_below=a.real(low_utility_below, "low_utility_below", 0.0),
         before_ms=a.epoch_ms(before_ms, "before_ms"), ids=tuple(a.record_ids(ids)),
         tags=a.tags(tags, "tags"), query=query,
-        min_similarity=a.real(-2.0 if min_similarity is None else min_similarity,
-                              "min_similarity", -1.0, 1.0),  # None: refused, not "no floor"
+        min_similarity=a.real(min_similarity, "min_similarity", -1.0, 1.0, optional=False),
         match=a.choice(match, "match", ("any", "all")), within=a.tags(within, "within"))
     for name, value in (("dry_run", dry_run), ("compact", compact), ("purge", purge)):
         a.flag(value, name)

@@ -298,25 +298,25 @@ def build(path: Path, scope: str | None = None):
         goal). An invalid item stores nothing and the error names it. A server started with
         --scope TAG adds TAG to every memory's tags (so 63 others at most)."""
         from .engine.ingest import retrieval_text
-        from .engine.inputs import item_from_object
+        from .engine.inputs import MAX_TAGS, item_from_object
 
         def given(m: dict, n: int) -> dict:
             m = {k: v for k, v in m.items() if v is not None}
-            if not fixed:
+            tags = m.get("tags", [])
+            if not fixed or not isinstance(tags, list):  # item_from_object says what is wrong
                 return m
+            mine = normalize_tag(scope)
+            named = [(t, normalize_tag(t)) for t in tags if isinstance(t, str)]
             # "user:bob" beside the server's "user:ana" would file the memory under Bob's
             # scope too, where his recall finds it: a scope is never widened, also on write
-            other = [t for t in m.get("tags", []) if isinstance(t, str)
-                     and in_namespace(t, scope) and normalize_tag(t) != normalize_tag(scope)]
+            other = [t for t, norm in named if in_namespace(t, scope) and norm != mine]
             if other:
                 raise api.InputError(f"item {n}", f"tag {other[0]!r} names another scope than "
                                                   f"this server's ({scope})")
-            tags = m.get("tags", [])
-            if isinstance(tags, list) and len(tags) == 64 and not any(
-                    isinstance(t, str) and normalize_tag(t) == normalize_tag(scope) for t in tags):
-                raise api.InputError(f"item {n}", f"`tags`: at most 63 besides this server's "
-                                                  f"scope tag {scope}, which it adds")
-            return {**m, "tags": [*tags, *fixed]} if isinstance(tags, list) else m
+            if len(tags) >= MAX_TAGS and mine not in {norm for _, norm in named}:
+                raise api.InputError(f"item {n}", f"`tags`: at most {MAX_TAGS - 1} besides "
+                                                  f"this server's scope tag {scope}, which it adds")
+            return {**m, "tags": [*tags, *fixed]}
 
         items = [item_from_object(given(m, n), f"item {n}") for n, m in enumerate(memories, 1)]
         if not items:

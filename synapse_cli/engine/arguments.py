@@ -76,11 +76,12 @@ def flag(value, name: str, optional: bool = False) -> bool | None:
     raise _bad(name, value, "True or False" + (" or None" if optional else ""))
 
 
-def real(value, name: str, lo: float | None = None, hi: float | None = None) -> float | None:
-    """None, or a finite number within [lo, hi]."""
-    if value is None:
+def real(value, name: str, lo: float | None = None, hi: float | None = None,
+         optional: bool = True) -> float | None:
+    """A finite number within [lo, hi], or None when `optional`."""
+    if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real) \
             or not math.isfinite(value) or (lo is not None and value < lo) \
             or (hi is not None and value > hi):
         bounds = (f" from {lo:g} to {hi:g}" if lo is not None and hi is not None

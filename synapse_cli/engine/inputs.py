@@ -34,6 +34,7 @@ MAX_META_DEPTH = 32
 # fail when its batch is written.
 MAX_META_BYTES = 1_000_000
 MAX_TAG = 1000  # characters per tag, as for speaker, session and source
+MAX_TAGS = 64  # tags per item
 
 
 class InputError(ValueError):
@@ -204,8 +205,9 @@ def item_from_object(obj, where: str) -> Item:
         raise InputError(where, f"`text` is longer than {MAX_TEXT} characters "
                                 "(use --format doc for documents)")
     tags = obj.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or len(tags) > 64:
-        raise InputError(where, "`tags` must be a list of at most 64 strings")
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) \
+            or len(tags) > MAX_TAGS:
+        raise InputError(where, f"`tags` must be a list of at most {MAX_TAGS} strings")
     for tag in tags:
         check_tag(tag, where)
     from store_format.tags import normalize_tag
