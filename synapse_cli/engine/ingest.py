@@ -181,21 +181,27 @@ def live_copies(store: Store, ids) -> dict[int, int]:
     from .filters import exact_tags
 
     _, index_file, entries = _index_file(store)
-    if not len(ids) or not entries:
+    ids = list(dict.fromkeys(int(i) for i in ids))
+    if not ids or not entries:
         return {}
+    keys = {}  # id -> its statement (digest, tags, time)
+    for rid, body in zip(ids, store.bodies(ids)):
+        if "md5" in body and isinstance(body.get("text"), str):  # else never deduplicated
+            keys[rid] = (md5_of(body["text"]), frozenset(exact_tags(body)),
+                         store.header(rid).timestamp_ms)
     index = ix.read(index_file, entries)
+    # the index entries of those digests, in one pass over the index (not one per id)
+    wanted = np.array([np.frombuffer(k[0], "V16")[0] for k in keys.values()])
+    entries_of: dict[bytes, list[int]] = {}
+    if len(wanted):
+        for i in np.flatnonzero(np.isin(index["md5"], wanted)).tolist():
+            entries_of.setdefault(bytes(index["md5"][i]), []).append(i)
     out: dict[int, int] = {}
     first: dict[tuple, int] = {}  # statement -> the first of `ids` to make it: it holds the rest
-    for rid in dict.fromkeys(int(i) for i in ids):
-        body = store.body(rid)
-        if "md5" not in body or not isinstance(body.get("text"), str):
-            continue  # not ingested (a semantic node): deduplication never compares it
-        digest = md5_of(body["text"])  # what ingest computed, from the text it stored
-        key = (digest, frozenset(exact_tags(body)), store.header(rid).timestamp_ms)
+    for rid, key in keys.items():
         live = first.get(key)
         if live is None:
-            same = np.flatnonzero(index["md5"] == np.frombuffer(digest, "V16")[0]).tolist()
-            live = _stored_statement(store, index_file, index, same, *key)
+            live = _stored_statement(store, index_file, index, entries_of.get(key[0], []), *key)
         if live is None:
             first[key] = rid
         else:
