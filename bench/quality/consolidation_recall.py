@@ -156,8 +156,7 @@ def consolidated_copy(src: Path, dst: Path, args, embedder) -> dict:
     t = time.perf_counter()
     with StoreWriter.open(dst) as w:
         x = LlamaExtractor(args.model, threads=args.threads, embedder=embedder)
-        cfg = ConsolidateConfig(**{k: type(getattr(ConsolidateConfig(), k))(v) for k, v in
-                                   (kv.split("=", 1) for kv in args.consolidate_set)})
+        cfg = ConsolidateConfig(**parse_settings(args.consolidate_set, ConsolidateConfig))
         res = consolidate(w, x, embedder, cfg)
     rep = res.as_dict() | {"wall_s": round(time.perf_counter() - t, 1),
                            "turns_per_s": round(res.episodes / (time.perf_counter() - t), 2),

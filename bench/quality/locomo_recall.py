@@ -61,14 +61,15 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def parse_settings(pairs: list[str]) -> dict:
-    """`--set KEY=VALUE` pairs -> RecallConfig fields, each value parsed by its field's type."""
-    types = {f.name: f.type for f in dataclasses.fields(RecallConfig)}
+def parse_settings(pairs: list[str], cls=RecallConfig) -> dict:
+    """`--set KEY=VALUE` pairs -> fields of dataclass `cls`, each value parsed by its field's
+    type."""
+    types = {f.name: f.type for f in dataclasses.fields(cls)}
     out = {}
     for kv in pairs:
         key, _, value = kv.partition("=")
         if key not in types:
-            raise SystemExit(f"--set: RecallConfig has no field {key!r}")
+            raise SystemExit(f"--set: {cls.__name__} has no field {key!r}")
         out[key] = {"float": float, "int": int, "str": str}.get(str(types[key]),
                                                                 json.loads)(value)
     return out
