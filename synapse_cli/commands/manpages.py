@@ -48,7 +48,9 @@ SOURCES = {
               "similarity of a query that names a speaker is partly that of the query without "
               "the speakers' names (score.name_free_sim); current facts come first "
               "(score.lambda_superseded, score.lambda_change, score.lambda_recent, "
-              "score.newest_first). On a "
+              "score.newest_first); the names the best candidates mention bring in the "
+              "memories that share only a name with them (score.lambda_bridge, "
+              "score.bridge_docs). On a "
               "consolidated store the semantic nodes closest to the query seed the activation "
               "besides the episodes (activation.node_anchors). Every setting: "
               "synapse-config(1).",

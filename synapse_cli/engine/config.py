@@ -178,6 +178,12 @@ SETTINGS: tuple[Setting, ...] = (
       "past, the newest of a fact's versions among the best score.version_depth (cosine >= "
       "score.version_sim, a topic word of the question in common) takes the best place any of "
       "them had", "recall"),
+    S("score", "lambda_bridge", float, 0.2, "the names (capitalised words, not speakers, not in "
+      "the query) that the best score.bridge_docs candidates mention become a second BM25 "
+      "query; its normalised score times this joins every candidate's score; 0 = off",
+      "recall", 0),
+    S("score", "bridge_docs", int, 3, "how many of the best candidates give names to "
+      "score.lambda_bridge", "recall", 1, 100),
     S("ecphory", "k_init", int, 10, "recall --mode ecphory: engrams (semantic nodes) nearest "
       "the cue (seed 002 Table 5)", "recall", 1, 10000),
     S("ecphory", "hops", int, 2, "centroid hops D of the associative spreading", "recall", 0, 10),
