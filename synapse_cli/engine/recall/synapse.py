@@ -334,15 +334,17 @@ def _bridge(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig, que
     from .bridges import bridge_query
     from .speakers import is_speaker
 
-    feedback = store.bodies(arrays.ids[top[: cfg.bridge_docs]])
-    names = bridge_query(feedback, query, lambda n: is_speaker(store, arrays, n, cfg.tags))
+    best_few = top[: cfg.bridge_docs]
+    best_few = best_few[~arrays.semantic()[best_few]]  # a node's text is "name [TYPE] ..."
+    names = bridge_query(store.bodies(arrays.ids[best_few]), query,
+                         lambda n: is_speaker(store, arrays, n, cfg.tags))
     if names is None:
         return top, scores
     lexical = _bm25(store, names, arrays, np.isfinite(sig.sim), cfg.until_ms)
     best = float(lexical.max()) if len(lexical) else 0.0
     if best <= 0:
         return top, scores
-    lexical[top[: cfg.bridge_docs]] = best  # their names: as relevant as the bridge can be
+    lexical[best_few] = best  # their names: as relevant as the bridge can be
     _add_bonus(sig, cfg.lambda_bridge * lexical / best)
     return rank(sig, kcfg)
 
