@@ -823,3 +823,21 @@ def test_remember_goes_in_between_two_slices_of_a_long_consolidate(tmp_path, mon
     assert ends["other"] < ends["consolidate"]
     # 60 notes in windows of 5, and the new memory too: each slice plans again
     assert done["windows"] == 13 and done["left_windows"] == 0
+
+
+def test_an_interrupt_inside_the_sdk_s_task_group_is_a_quiet_stop():
+    """SIGTERM landing inside anyio's cancel-scope code came out of serve() as an
+    ExceptionGroup of a RuntimeError whose context is the KeyboardInterrupt (exit 70 with a
+    traceback, seen once in test_stdio_sigterm_leaves_a_verified_store); it is a stop."""
+    from synapse_cli.commands.mcp_cmd import _interrupted
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("Attempted to exit a cancel scope that isn't the current task's")
+    except RuntimeError as exc:
+        wrapped = exc
+    group = BaseExceptionGroup("unhandled errors in a TaskGroup", [wrapped])
+    assert _interrupted(group) and _interrupted(KeyboardInterrupt())
+    assert not _interrupted(BaseExceptionGroup("x", [ValueError("a real bug")]))

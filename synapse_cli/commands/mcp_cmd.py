@@ -69,7 +69,9 @@ def mcp(
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         mcp_server.serve(path, address, token, scope)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not _interrupted(exc):
+            raise
         output.warn("synapse mcp: stopped")
         if address is None:
             # The SDK's stdin reader thread is blocked in read() and is no daemon: Python would
@@ -100,6 +102,24 @@ def _check_scope(tag: str) -> None:
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """`exc` is, or comes from, a KeyboardInterrupt (Ctrl-C or SIGTERM): raised inside the
+    SDK's task group it can come out as an ExceptionGroup of a RuntimeError ("Attempted to exit
+    a cancel scope...") whose context is the interrupt."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        todo += getattr(e, "exceptions", ())  # an exception group (3.11, or its backport)
+        todo += [e.__context__, e.__cause__]
+    return False
 
 
 def _address(http: str, allow_remote: bool, token_file: Optional[Path]) -> tuple[str, int]:
