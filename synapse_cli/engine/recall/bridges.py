@@ -2,8 +2,7 @@
 
 "Which care home is Dad going into?" finds the long message that weighs "Fernbank" against
 "Aspen Lodge", but not "I rang Fernbank straight after. They can take him", which says neither
-"care" nor "home"; a question about "the supper club host" finds the turn that introduces Femi,
-not the one about Femi's brunch. The name is the bridge: the proper names that the best
+"care" nor "home". The name is the bridge: the proper names that the best
 `bridge_docs` candidates mention (capitalised inside a sentence, not a speaker of the store, not
 a word of the question) become a second BM25 query, whose normalised score, times
 `lambda_bridge`, is added to every candidate's fused score. Classic pseudo-relevance feedback
@@ -14,8 +13,6 @@ talk, and a name is what ties two turns about one thing together when no consoli
 from __future__ import annotations
 
 import re
-
-import numpy as np
 
 from ...models.words import _DAYS, _MONTHS, _STOP
 
