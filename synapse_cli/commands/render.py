@@ -112,7 +112,7 @@ def _why_rejected(result: dict) -> str:
     if topic.get("unknown"):
         return "the store never mentions " + ", ".join(topic["unknown"])
     if topic.get("no_value"):
-        return f"no memory on its topic states a number ({topic['no_value']})"
+        return f"no memory on its topic states a {topic['no_value']}"
     attribution = result.get("attribution") or {}
     if attribution and not attribution.get("passed", True):
         return f"what matches is about someone other than {attribution.get('name')}"

@@ -110,9 +110,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("gate", "cover_sim", float, 0.3, "topic_cover: a topic word no top memory uses still "
       "counts as covered at this cosine to one of them (lower refuses fewer questions)",
       "recall", -1, 1),
-    S("gate", "value_check", bool, True, "refuse a question asking for a value (how much, how "
-      "old, a phone number, a price) when no top memory on its topic states a number",
-      "recall"),
+    S("gate", "value_check", bool, True, "refuse a question asking for a kind of answer (a "
+      "phone number, an sum of money, a time of day, a name, a number) when no top memory "
+      "on its topic states one of that kind", "recall"),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
       "speaker's statement answers it better (engine/recall/attribution.py)", "recall"),
     S("gate", "tau_attribution", float, 0.3, "relative margin (share of the best match) by "

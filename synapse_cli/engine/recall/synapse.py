@@ -212,12 +212,15 @@ class GateSettings:
     # 0.35 0.72 / 0.02; LoCoMo dev at 0.3: 1.45 points more false refusals of 1-4.
     topic_cover: bool = True
     cover_sim: float = 0.3
-    # A question whose answer is a value ("How much does Dana earn?", "How old is Biscuit?",
-    # "What's Maureen's phone number?") is refused when none of the top attribution_depth
-    # memories both uses one of its topic words and states a number (topic.missing_value).
-    # Agent-use never-answered questions rejected, tune / tune2 halves: 0.667 / 0.278 ->
-    # 0.722 / 0.333, no answerable question refused; LoCoMo dev unchanged. With "how many" it
-    # refused four LoCoMo counting questions ("How many times has Nate won?") and no category 5.
+    # A question that asks for a kind of answer (a phone number, an sum of money, a time of
+    # day, a name, a number: topic.answer_kind) is refused when none of the top
+    # attribution_depth memories both uses one of its topic words and states an answer of that
+    # kind (topic.missing_value). Agent-use never-answered questions rejected, tune / tune2
+    # halves: off 0.667 / 0.278, numbers only 0.722 / 0.333, every kind 0.778 / 0.50 (held out
+    # and fresh halves, not tuned on: 0.235 -> 0.471, 0.35 -> 0.40), no answerable question
+    # refused in any half. LoCoMo dev: "nickname" refused "What nickname does Nate use for
+    # Joanna?" ("Hey Jo"), so it is no kind. With "how many" it refused four LoCoMo counting
+    # questions ("How many times has Nate won?") and no category 5.
     value_check: bool = True
     attribution_depth: int = 10
 

@@ -12,9 +12,9 @@ when its embedding is close to one of the top memories (`topic_sim`, the one thr
 identifier with digits that the store never mentions ("INC-415") is refused whatever else the
 question shares with the store. It cannot
 refuse a question whose words the store uses for something else ("What breed is the cat?" in a
-store that mentions cats). A question that asks for a value ("How much does Dana earn?") is
-refused when none of the memories it reaches both speaks of its topic and states a number
-(missing_value).
+store that mentions cats). A question that asks for a kind of answer (a phone number, a price,
+a time of day, a name, a number: answer_kind) is refused when none of the memories it reaches
+both speaks of its topic and states an answer of that kind (missing_value).
 """
 from __future__ import annotations
 
@@ -120,36 +120,88 @@ def _near(words: list[str], embed, memories, min_sim: float) -> bool:
     return bool(len(vecs)) and float((embed(words) @ vecs.T).max()) >= min_sim
 
 
-# Questions whose answer is a value ("How much does Dana earn?", "How old is Biscuit?",
-# "What's Maureen's phone number?") and what a value looks like. Not "how many": in chat that
-# is mostly a count over many memories ("How many times has Nate won?"), stated by none.
-_ASKS_VALUE = re.compile(r"\b(how much|how old|phone number|price|cost|costs|salary|age|"
-                         r"ip address)\b", re.IGNORECASE)
-_VALUE = re.compile(r"[0-9£$€]|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
-                    r"twelve|twenty|thirty|forty|fifty|hundred|thousand|dozen|couple|half|"
-                    r"a few)\b", re.IGNORECASE)
+# What a question asks for, and what a memory that answers it must state (answer types, the
+# oldest idea of question answering): a phone number has digits enough to dial, a price an
+# sum of money, "what time" a clock time, "what's the name of" a proper name. Checked in
+# this order; the first kind whose question pattern matches decides. Not "how many": in chat
+# that is mostly a count over many memories ("How many times has Nate won?"), stated by none.
+_NUMBER_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
+                 r"thirty|forty|fifty|hundred|thousand|dozen|couple|half|a few")
+_KINDS = (
+    ("phone number",
+     re.compile(r"\b(phone|mobile|telephone|landline|cell)\s+(number|no)\b", re.IGNORECASE),
+     re.compile(r"\+?\d[\d ()-]{5,}\d")),
+    ("sum of money",
+     re.compile(r"\b(how much\b.*\b(cost|costs|charge|charges|charged|earn|earns|earned|pay|"
+                r"pays|paid|spend|spends|spent|owe|owes|rent|fee|fees|budget)|price|prices|cost|"
+                r"costs|salary|fee|fees|rent)\b", re.IGNORECASE),
+     re.compile(r"[£$€¥₹]\s?\d|\d\s?(k|p|quid|pounds?|dollars?|euros?|bucks|grand|usd|gbp|"
+                r"eur)\b|\b(quid|pounds|dollars|euros|bucks|pence|cents|free)\b", re.IGNORECASE)),
+    ("time of day",
+     re.compile(r"\bwhat time\b", re.IGNORECASE),
+     re.compile(r"\b\d{1,2}[:.]\d\d\b|\b\d{1,2}\s?([ap]\.?m)\b|\b(noon|midday|midnight|"
+                r"o['’]?clock)\b|\b(half|quarter)\s+(past|to)\b|\bhalf\s+(" + _NUMBER_WORDS
+                + r")\b", re.IGNORECASE)),
+    ("name",
+     re.compile(r"\bname of\b|\b(first|last|full|maiden|middle|sur)\s?name\b|"
+                r"['’]s name\b|\bcalled\?*$", re.IGNORECASE),
+     None),  # a proper name (bridges.names_in) or _LABEL
+    ("number",
+     re.compile(r"\b(how much|how old|age|ip address)\b", re.IGNORECASE),
+     re.compile(r"[0-9£$€]|\b(" + _NUMBER_WORDS + r")\b", re.IGNORECASE)),
+)
+
+
+# what else a name can be: something quoted or in backticks, an identifier (`checkout_v2`)
+_LABEL = re.compile(r"`[^`]+`|\"[^\"]+\"|“[^”]+”|\b[A-Za-z]+[_-]?\d[\w-]*|\b\w+_\w+")
+
+
+def answer_kind(query: str):
+    """(what the question asks for, the words that ask it, the pattern of an answer; None for
+    a proper name) for the first of _KINDS whose question pattern matches, else None."""
+    for kind, asks, answer in _KINDS:
+        m = asks.search(query)
+        if m:
+            return kind, m.group(0), answer
+    return None
+
+
+def _states(text: str, answer, asked: set[str]) -> bool:
+    """`text` states an answer of the kind: it matches `answer`, or, for a name (None), it
+    has a proper name (capitalised inside a sentence) that the question does not use or a
+    label (_LABEL: quoted, in backticks, an identifier)."""
+    if answer is not None:
+        return bool(answer.search(text))
+    from .bridges import names_in
+
+    return bool(_LABEL.search(text)) or any(n.casefold() not in asked for n in names_in(text))
 
 
 def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
                   names=frozenset) -> str | None:
-    """For a question whose answer is a value (_ASKS_VALUE), what it asks ("how much") when
-    none of `texts` (the best memories) both speaks of what the question is about and states a
-    number or an amount ("How much does Dana earn?": they talk about her job, none says what
-    she earns). What it is about: its topic words, in any form; when those are only the asking
-    words ("How old is Biscuit?"), also `names()`, the people and things it names that are not
-    speakers (speakers.subject_names; called only then), since "Biscuit turned 6" answers it. None otherwise,
-    and for a question that names nothing to look for ("How much is it?")."""
+    """For a question that asks for a kind of answer (answer_kind: a phone number, an amount
+    of money, a time of day, a name, a number), what it asks for ("phone number") when none of
+    `texts` (the best memories) both speaks of what the question is about and states an answer
+    of that kind ("What's Maureen's phone number?": they talk about her, "she's number 29" is
+    no phone number; "What's the name of Dana's dentist?": the dentist turns name no one).
+    What it is about: its topic words, in any form; when those are only the asking words
+    ("How old is Biscuit?"), also `names()`, the people and things it names that are not
+    speakers (speakers.subject_names; called only then), since "Biscuit turned 6" answers it.
+    None otherwise, and for a question that names nothing to look for ("How much is it?")."""
     from ...models.conflate import stem
 
-    asked = _ASKS_VALUE.search(query)
-    if asked is None:
+    found = answer_kind(query)
+    if found is None:
         return None
+    kind, asking, answer = found
     about = {stem(w) for w in topic_words(query, tokenize)}
-    if not about - {stem(w) for w in tokenize(asked.group(0))}:  # "How old is Biscuit?"
+    if not about - {stem(w) for w in tokenize(asking)}:  # "How old is Biscuit?"
         about |= set(names())
     if not about:
         return None
+    asked = {w.casefold() for w in re.findall(r"[\w'’-]+", query)}
     for text in texts:
-        if _VALUE.search(text or "") and about & {stem(t) for t in tokenize(text or "")}:
+        text = text or ""
+        if about & {stem(t) for t in tokenize(text)} and _states(text, answer, asked):
             return None
-    return asked.group(0).lower()
+    return kind
