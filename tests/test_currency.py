@@ -194,6 +194,14 @@ def test_each_kind_of_answer_needs_a_memory_that_states_one_of_that_kind():
     assert missing_value(dentist, ["the dentist, Dr Patel, moved it"]) is None
     flag = "What is the feature flag called?"  # a label in backticks is a name too
     assert missing_value(flag, ["the flag is `checkout_v2` from now on"]) is None
+    move = "What date does Dad move into the care home?"
+    assert missing_value(move, ["he can move into the home soon"]) == "date"
+    for said in ("the home can have him from Monday", "moves into the home on the 8th",
+                 "home from 1/6", "move in 8 May"):
+        assert missing_value(move, [said]) is None, said
+    python = "Which Python version does Potluck run on?"
+    assert missing_value(python, ["potluck runs on the latest python"]) == "version"
+    assert missing_value(python, ["potluck runs on python 3.13 now"]) is None
     # a nickname is shown by use ("Hey Jo"), not stated: no kind, never refused here
     assert missing_value("What nickname does Nate use for Joanna?", []) is None
 
@@ -222,3 +230,28 @@ def test_recency_prefers_the_newer_of_two_equally_relevant_candidates():
         assert currency.recency_bonus(arrays, RecallConfig(), query, top, scores) is None
     assert currency.recency_bonus(arrays, RecallConfig(lambda_recent=0), "Where is it?", top,
                                   scores) is None
+
+
+CARERS = [
+    ("Ruth", "2026-04-06T19:00:00Z", "carers come twice a day, the morning visit is at 8am"),
+    ("Callum", "2026-05-01T11:15:00Z", "Meadowcare can start next week, a call at 7:45"),
+    ("Dev", "2026-05-03T10:00:00Z", "the garden needs weeding again"),
+    ("Ruth", "2026-05-07T18:35:00Z", "first Meadowcare morning call today, 7:45 on the dot"),
+]
+
+
+def test_answers_of_the_kind_asked_are_versions_of_one_fact(tmp_path):
+    """Two turns that give the time of the morning visit, worded unlike each other: for "what
+    time" in the present tense they are versions of one fact (currency.answer_givers), and the
+    newer comes first."""
+    path = ingest_chat(tmp_path / "st", CARERS, EMB)
+    q = "What time is the morning carer visit?"
+    new, old = CARERS[3][2], CARERS[0][2]
+    _, plain = _texts(path, q, kind_versions=False, gate=False)
+    assert plain.index(old) < plain.index(new)
+    out, ranked = _texts(path, q)
+    assert ranked.index(new) < ranked.index(old)
+    # the gate's confidence: the best activation among the results, whichever comes first
+    assert out["confidence"] == max(r["signals"]["activation"] for r in out["results"])
+    _, past = _texts(path, "What time was the morning carer visit originally?")
+    assert past.index(old) < past.index(new)

@@ -49,7 +49,7 @@ SOURCES = {
               "similarity of a query that names a speaker is partly that of the query without "
               "the speakers' names (score.name_free_sim); current facts come first "
               "(score.lambda_superseded, score.lambda_change, score.lambda_recent, "
-              "score.newest_first); the names the best candidates mention bring in the "
+              "score.newest_first, score.kind_versions); the names the best candidates mention bring in the "
               "memories that share only a name with them (score.lambda_bridge, "
               "score.bridge_docs). On a "
               "consolidated store the semantic nodes closest to the query seed the activation "

@@ -94,8 +94,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("activation", "T", int, 5, "propagation steps", "recall", 0, 100),
     S("activation", "hub_share", float, 0.2, "a semantic node linked to more than this share of "
       "the episodes (a speaker's node) carries no activation; 1 = keep all", "recall", 0, 1),
-    S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the top activation is "
-      "below this", "recall"),
+    S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the best activation "
+      "among the results is below this", "recall"),
     S("gate", "topic_check", bool, True, "refuse a query none of whose topic words (not "
       "names, not question words) occurs in the store in any form, or that names an "
       "identifier with digits the store never mentions (INC-415)", "recall"),
@@ -178,6 +178,10 @@ SETTINGS: tuple[Setting, ...] = (
       "past, the newest of a fact's versions among the best score.version_depth (cosine >= "
       "score.version_sim, a topic word of the question in common) takes the best place any of "
       "them had", "recall"),
+    S("score", "kind_versions", bool, True, "newest_first: for a question that asks for a kind "
+      "of answer (a time of day, a date, a sum of money, a version, a name), the candidates "
+      "that speak of its topic and state an answer of that kind are versions of one fact too",
+      "recall"),
     S("score", "lambda_bridge", float, 0.2, "the names (capitalised words, not speakers, not in "
       "the query) that the best score.bridge_docs candidates mention become a second BM25 "
       "query; its normalised score times this joins every candidate's score; 0 = off",

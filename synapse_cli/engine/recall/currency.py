@@ -187,6 +187,9 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     sc = np.asarray(scores[: cfg.version_depth], np.float64)
     v = unit_vectors(store, top)
     same = ((v @ v.T) >= cfg.version_sim) & shared_words(store, arrays, top, query, cfg.tags)
+    if cfg.kind_versions:
+        given = answer_givers(store, arrays, top, query, cfg.tags)
+        same |= given[:, None] & given[None, :]
     n = len(top)
     group = np.full(n, -1)
     for i in np.argsort(-sc, kind="stable"):  # the best unassigned candidate leads a group
@@ -205,6 +208,24 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
             continue
         out = np.zeros(len(arrays.ids), np.float64) if out is None else out
         out[top[by_time]] += delta - 1e-9 * np.arange(len(members))
+    return out
+
+
+def answer_givers(store, arrays, top: np.ndarray, query: str, tags=()) -> np.ndarray:
+    """bool per candidate of `top`: for a question that asks for a kind of answer (a time of
+    day, a sum of money, a name...: topic.answer_kind), the candidate speaks of what the
+    question is about and states an answer of that kind (topic.answers); all False for other
+    questions. "What time is the morning carer visit?": "9:30 from Monday", "7:45 morning
+    call" and "first visit 7:45 on the dot" give one answer each, as unlike one another as
+    three turns can be."""
+    from .speakers import subject_names
+    from .topic import answers
+
+    out = np.zeros(len(top), bool)
+    found = answers(query, [b.get("text") for b in store.bodies(arrays.ids[top])],
+                    names=lambda: subject_names(store, arrays, query, tags))
+    if found is not None:
+        out[:] = found[1]
     return out
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from ...models.tokenize import tokenize
-from ...models.words import _STOP
+from ...models.words import _DAYS, _MONTHS, _STOP
 
 # Words that say how a question asks, not what about (beyond the stopwords of models/words.py):
 # "When did Gina mention Shia Labeouf?", "What attributes describe John?", "the topic of
@@ -127,6 +127,10 @@ def _near(words: list[str], embed, memories, min_sim: float) -> bool:
 # that is mostly a count over many memories ("How many times has Nate won?"), stated by none.
 _NUMBER_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
                  r"thirty|forty|fifty|hundred|thousand|dozen|couple|half|a few")
+# months and days by name ("may" only next to a number: "you may", "May 3rd")
+_MONTH_DAY = "|".join([m for m in _MONTHS if m != "may"] + _DAYS + [
+    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    r"may \d", r"\d+ may"])
 _KINDS = (
     ("phone number",
      re.compile(r"\b(phone|mobile|telephone|landline|cell)\s+(number|no)\b", re.IGNORECASE),
@@ -142,6 +146,13 @@ _KINDS = (
      re.compile(r"\b\d{1,2}[:.]\d\d\b|\b\d{1,2}\s?([ap]\.?m)\b|\b(noon|midday|midnight|"
                 r"o['’]?clock)\b|\b(half|quarter)\s+(past|to)\b|\bhalf\s+(" + _NUMBER_WORDS
                 + r")\b", re.IGNORECASE)),
+    ("date",
+     re.compile(r"\b(what|which) (date|day)\b", re.IGNORECASE),
+     re.compile(r"\b\d{1,2}(st|nd|rd|th)\b|\b\d{1,2}[/.-]\d{1,2}\b|\b(" + _MONTH_DAY
+                + r")\b|\b(today|tomorrow|tonight)\b", re.IGNORECASE)),
+    ("version",
+     re.compile(r"\bversions?\b", re.IGNORECASE),
+     re.compile(r"\bv?\d+(\.\d+)*\b", re.IGNORECASE)),  # "3.12", "postgres 16", "v2"
     ("name",
      re.compile(r"\bname of\b|\b(first|last|full|maiden|middle|sur)\s?name\b|"
                 r"['’]s name\b|\bcalled\?*$", re.IGNORECASE),
@@ -177,17 +188,15 @@ def _states(text: str, answer, asked: set[str]) -> bool:
     return bool(_LABEL.search(text)) or any(n.casefold() not in asked for n in names_in(text))
 
 
-def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
-                  names=frozenset) -> str | None:
-    """For a question that asks for a kind of answer (answer_kind: a phone number, an amount
-    of money, a time of day, a name, a number), what it asks for ("phone number") when none of
-    `texts` (the best memories) both speaks of what the question is about and states an answer
-    of that kind ("What's Maureen's phone number?": they talk about her, "she's number 29" is
-    no phone number; "What's the name of Dana's dentist?": the dentist turns name no one).
-    What it is about: its topic words, in any form; when those are only the asking words
-    ("How old is Biscuit?"), also `names()`, the people and things it names that are not
-    speakers (speakers.subject_names; called only then), since "Biscuit turned 6" answers it.
-    None otherwise, and for a question that names nothing to look for ("How much is it?")."""
+def answers(query: str, texts: list[str | None], tokenize=tokenize,
+            names=frozenset) -> tuple[str, list[bool]] | None:
+    """For a question that asks for a kind of answer (answer_kind), (the kind, per text of
+    `texts` whether it both speaks of what the question is about and states an answer of that
+    kind); None for a question that asks for no kind or names nothing to look for ("How much
+    is it?"). What it is about: its topic words, in any form; when those are only the asking
+    words ("How old is Biscuit?"), also `names()`, the people and things it names that are
+    not speakers (speakers.subject_names; called only then), since "Biscuit turned 6" answers
+    it."""
     from ...models.conflate import stem
 
     found = answer_kind(query)
@@ -200,8 +209,18 @@ def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
     if not about:
         return None
     asked = {w.casefold() for w in re.findall(r"[\w'’-]+", query)}
-    for text in texts:
-        text = text or ""
-        if about & {stem(t) for t in tokenize(text)} and _states(text, answer, asked):
-            return None
-    return kind
+    return kind, [bool(about & {stem(t) for t in tokenize(text or "")})
+                  and _states(text or "", answer, asked) for text in texts]
+
+
+def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
+                  names=frozenset) -> str | None:
+    """What the question asks for ("phone number", answer_kind) when none of `texts` (the best
+    memories) both speaks of what it is about and states an answer of that kind (answers):
+    "What's Maureen's phone number?": they talk about her, "she's number 29" is no phone
+    number; "What's the name of Dana's dentist?": the dentist turns name no one. None
+    otherwise."""
+    found = answers(query, texts, tokenize, names)
+    if found is None or any(found[1]):
+        return None
+    return found[0]
