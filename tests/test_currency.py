@@ -202,6 +202,13 @@ def test_each_kind_of_answer_needs_a_memory_that_states_one_of_that_kind():
     python = "Which Python version does Potluck run on?"
     assert missing_value(python, ["potluck runs on the latest python"]) == "version"
     assert missing_value(python, ["potluck runs on python 3.13 now"]) is None
+    # of the thing the question names, right after its name (the names are stemmed like words)
+    postgres = "Which Postgres version does the staging database run?"
+    named = lambda: {"postgres"}  # noqa: E731
+    assert missing_value(postgres, ["regression run on staging: 212 passed"], names=named) \
+        == "version"
+    assert missing_value(postgres, ["Postgres on Heroku (essential-0)"], names=named) == "version"
+    assert missing_value(postgres, ["staging db is on postgres 16 now"], names=named) is None
     # a nickname is shown by use ("Hey Jo"), not stated: no kind, never refused here
     assert missing_value("What nickname does Nate use for Joanna?", []) is None
 

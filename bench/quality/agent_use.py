@@ -196,6 +196,7 @@ def meets(m: dict) -> dict:
 
 def failure(q: dict, rec: dict) -> dict | None:
     why = [w for w, bad in (("current_first", rec.get("current_first") is False),
+                            ("top3", rec.get("top3") is False),
                             ("top10", rec.get("top10") is False),
                             ("never_not_rejected", q["kind"] == "never" and not rec["rejected"]))
            if bad]

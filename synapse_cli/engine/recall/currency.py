@@ -177,8 +177,9 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     ranking, its members are reordered by time. A group: the best-scoring candidate not yet in
     one and every other such candidate at cosine >= `version_sim` to it that shares one of the
     question's topic words with it (shared_words; not joined transitively, so a chain of one
-    speaker's small talk is no group). None when nothing changes or the question is not in the
-    present tense (asks_in_present)."""
+    speaker's small talk is no group). With `kind_versions`, first one group of the answers of
+    the kind the question asks for (answer_givers) and the versions of each of them. None when
+    nothing changes or the question is not in the present tense (asks_in_present)."""
     if len(top) < 2 or not asks_in_present(query):
         return None
     from ..graphview import unit_vectors
@@ -187,11 +188,13 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     sc = np.asarray(scores[: cfg.version_depth], np.float64)
     v = unit_vectors(store, top)
     same = ((v @ v.T) >= cfg.version_sim) & shared_words(store, arrays, top, query, cfg.tags)
-    if cfg.kind_versions:
-        given = answer_givers(store, arrays, top, query, cfg.tags)
-        same |= given[:, None] & given[None, :]
     n = len(top)
     group = np.full(n, -1)
+    if cfg.kind_versions:  # the answers of the kind asked, and the versions of each, are one
+        given = answer_givers(store, arrays, top, query, cfg.tags)
+        members = same[given].any(axis=0)
+        if members.sum() >= 2:
+            group[members] = np.flatnonzero(members)[np.argmax(sc[members])]
     for i in np.argsort(-sc, kind="stable"):  # the best unassigned candidate leads a group
         if group[i] < 0:
             group[(group < 0) & same[i]] = i

@@ -149,7 +149,7 @@ _KINDS = (
     ("date",
      re.compile(r"\b(what|which) (date|day)\b", re.IGNORECASE),
      re.compile(r"\b\d{1,2}(st|nd|rd|th)\b|\b\d{1,2}[/.-]\d{1,2}\b|\b(" + _MONTH_DAY
-                + r")\b|\b(today|tomorrow|tonight)\b", re.IGNORECASE)),
+                + r")s?\b|\b(today|tomorrow|tonight)\b", re.IGNORECASE)),  # "Fridays"
     ("version",
      re.compile(r"\bversions?\b", re.IGNORECASE),
      re.compile(r"\bv?\d+(\.\d+)*\b", re.IGNORECASE)),  # "3.12", "postgres 16", "v2"
@@ -196,7 +196,9 @@ def answers(query: str, texts: list[str | None], tokenize=tokenize,
     is it?"). What it is about: its topic words, in any form; when those are only the asking
     words ("How old is Biscuit?"), also `names()`, the people and things it names that are
     not speakers (speakers.subject_names; called only then), since "Biscuit turned 6" answers
-    it."""
+    it. A version is of the thing the question names, when it names one ("Which Postgres
+    version..."), and stated right after its name: the question's topic words ("staging",
+    "run") say too little."""
     from ...models.conflate import stem
 
     found = answer_kind(query)
@@ -204,8 +206,14 @@ def answers(query: str, texts: list[str | None], tokenize=tokenize,
         return None
     kind, asking, answer = found
     about = {stem(w) for w in topic_words(query, tokenize)}
-    if not about - {stem(w) for w in tokenize(asking)}:  # "How old is Biscuit?"
-        about |= set(names())
+    named = names() if kind == "version" else ()
+    if named:  # the number right after the thing the question names: "postgres 16",
+        # "python:3.13"; not "staging: 212 passed" or "django-tailwind ... tailwind 4"
+        about = {stem(n) for n in named}
+        answer = re.compile(r"\b(" + "|".join(map(re.escape, named)) + r")[\s:]{0,2}"
+                            r"(version\s*)?v?\d", re.IGNORECASE)
+    elif not about - {stem(w) for w in tokenize(asking)}:  # "How old is Biscuit?"
+        about |= {stem(n) for n in names()}
     if not about:
         return None
     asked = {w.casefold() for w in re.findall(r"[\w'’-]+", query)}
