@@ -17,7 +17,8 @@ import re
 from ...models.words import _DAYS, _MONTHS, _STOP
 
 _NAME = re.compile(r"(?<![\w'’])([A-Z][\w’'&-]*)")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n)\W*$")
+_SENTENCE_END = re.compile(r"(?:[.!?:;]\s+|\n)\W*$")  # what a sentence-initial word follows
+_LOOK_BACK = 64  # characters: enough for any run of punctuation, and linear in the text
 _POSSESSIVE = re.compile(r"['’]s?$")
 _NOT_NAME = _STOP | frozenset(_DAYS) | frozenset(_MONTHS)
 
@@ -28,7 +29,9 @@ def names_in(text: str | None) -> list[str]:
     out: list[str] = []
     text = text or ""
     for m in _NAME.finditer(text):
-        if _SENTENCE_START.search(text[: m.start()]):
+        before = text[max(0, m.start() - _LOOK_BACK): m.start()]
+        first = m.start() <= _LOOK_BACK and not re.search(r"\w", before)  # the text's first word
+        if first or _SENTENCE_END.search(before):
             continue
         word = _POSSESSIVE.sub("", m.group(1))
         if len(word) > 1 and word.casefold() not in _NOT_NAME and word not in out:
