@@ -609,6 +609,48 @@ def store_file_problems(store_dir: str | os.PathLike, m: Manifest,
     return problems
 
 
+def rescue_view(store_dir: str | os.PathLike, m: Manifest) -> tuple[Manifest, list[tuple]]:
+    """For a rescue export (FORMAT.md 17): `m` cut to the records its segment and payload
+    files still hold, and (what, problem) for each cut. A segment shorter than committed keeps
+    its whole rows (a missing one, none); a short payload.log keeps its bytes (the records
+    whose entries lie past them then fail their checks and are skipped one by one). Symlinks,
+    foreign entries and files that are not regular are refused as check_store_files refuses
+    them; so is a store mid-migration, whose segments may be in either layout."""
+    store = Path(store_dir)
+    problems = store_file_problems(store, m, derived=False)
+    if m.migration or any(not isinstance(p, CorruptStore) for p in problems):
+        check_store_files(store, m, derived=False)  # raises the first problem
+    check_entries(store)
+    stride = HEADER_BYTES[m.header_version] + m.dim + RECORD_TRAILER
+    segments, cut = [], []
+    for s in m.segments:
+        size = _size_or_none(store / s.file)
+        whole = 0 if size is None or size < SEGMENT_FILE_HEADER \
+            else min(s.records, (size - SEGMENT_FILE_HEADER) // stride)
+        if whole < s.records:
+            cut.append((f"last {s.records - whole} of the {s.records} records of {s.file}",
+                        "named by MANIFEST but missing" if size is None else
+                        f"file is {size} bytes, MANIFEST commits "
+                        f"{SEGMENT_FILE_HEADER + s.records * stride}"))
+        if whole:
+            segments.append(s._replace(records=whole))
+    size = _size_or_none(store / m.payload.file)
+    if size is None:  # every text is gone: nothing to rescue
+        check_store_files(store, m, derived=False)
+    if size < m.payload.bytes:
+        cut.append((f"end of {m.payload.file}",
+                    f"file is {size} bytes, MANIFEST commits {m.payload.bytes}"))
+    payload = m.payload._replace(bytes=min(size, m.payload.bytes))
+    return dataclasses.replace(m, segments=segments, payload=payload), cut
+
+
+def _size_or_none(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_size
+    except FileNotFoundError:
+        return None
+
+
 def write_manifest(store_dir: str | os.PathLike, m: Manifest) -> None:
     """Commit `m`: write MANIFEST.tmp, fsync, rename over MANIFEST, fsync the directory."""
     fileio.atomic_replace(Path(store_dir) / MANIFEST_NAME, encode_manifest(m))

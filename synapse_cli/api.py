@@ -510,7 +510,8 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
         except ChecksumMismatch as exc:
             crc = str(exc)
         return {**counts, "skipped": [{"id": rid, "problem": p} for _, _, rid, p in damaged],
-                "lost": [{"what": w, "problem": p} for w, p in lost], "manifest_crc": crc}
+                "lost": [{"what": w, "problem": p} for w, p in s.cut + lost],
+                "manifest_crc": crc}
 
     if out is None or hasattr(out, "write"):
         import sys

@@ -16,14 +16,16 @@ from __future__ import annotations
 import functools
 import hmac
 import inspect
+import json
 import logging
 import math
+import re
 import threading
 import time
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 from typing_extensions import Required, TypedDict
 
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -530,7 +532,37 @@ def build(path: Path, scope: str | None = None):
         return _json(api.inspect_record(int(record_id), path, within=fixed))
 
     server.memory = mem  # for serve(): closed on shutdown
+    sdk_call_tool = server.call_tool  # the SDK's handler looks it up on the instance per call
+
+    async def call_tool(name, arguments, context=None):
+        """The SDK's call_tool, with arguments that fail a tool's schema reported in one line,
+        as the CLI reports a bad flag, not as pydantic's multi-line text and link."""
+        try:
+            return await sdk_call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                raise ToolError(f"{name}: {schema_errors(e.__cause__)}") from e.__cause__
+            raise
+
+    server.call_tool = call_tool
     return server
+
+
+def schema_errors(exc: ValidationError) -> str:
+    """pydantic's errors in one line: "tag: unknown argument; k: expected an integer, got
+    '5'"."""
+    out = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        if err["type"] == "extra_forbidden":
+            out.append(f"{where}: unknown argument")
+        elif err["type"] == "missing":
+            out.append(f"{where}: required")
+        else:
+            got = repr(err.get("input"))
+            got = got if len(got) <= 40 else got[:37] + "..."
+            out.append(f"{where}: {err['msg'][0].lower() + err['msg'][1:]}, got {got}")
+    return "; ".join(out)
 
 
 def _carrying(path: Path, tags, ids) -> set[int]:
@@ -575,11 +607,67 @@ def serve(path: Path, http: tuple[str, int] | None = None, token: str | None = N
     server = build(path, scope)
     try:
         if http is None:
-            server.run("stdio")
+            import anyio
+
+            anyio.run(_serve_stdio, server)
         else:
             _serve_http(server, *http, token)
     finally:
         server.memory.close()
+
+
+async def _serve_stdio(server) -> None:
+    """What `server.run("stdio")` does, except that a line that is no JSON-RPC message gets
+    an error reply (JSON-RPC 2.0: -32700 parse error, -32600 invalid request) and a warning
+    on stderr. The SDK's stdio transport passes the exception on and the server drops it
+    without a word, so a client waiting for that request's id would wait for ever (a lone
+    surrogate "\ud800" or a cut-off line did that); over HTTP the SDK already answers 400."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, SDK 2.x
+    async with stdio_server() as (read_stream, write_stream):
+        checked_in, checked_out = anyio.create_memory_object_stream(0)
+
+        async def check():
+            async with checked_in:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(_error_reply(item))
+                    else:
+                        await checked_in.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(check)
+            await lowlevel.run(checked_out, write_stream,
+                               lowlevel.create_initialization_options())
+
+
+def _error_reply(exc: Exception):
+    """The JSON-RPC error answering a line the transport could not read as a message: the id
+    is the line's own when one can be read from it (else null, as JSON-RPC 2.0 says)."""
+    from mcp.shared.message import SessionMessage
+    from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    first = errors[0] if errors else {}
+    line = first.get("input")
+    rid = line.get("id") if isinstance(line, dict) else None  # JSON, but no message
+    if isinstance(line, str) and (m := re.search(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")',
+                                                 line)):
+        rid = int(m.group(1)) if m.group(1)[0] != '"' else json.loads(m.group(1))
+    if isinstance(rid, bool) or not isinstance(rid, (int, str)) \
+            or isinstance(rid, str) and not rid.isprintable():
+        rid = None  # no id, or one that cannot go back (a lone surrogate, a control character)
+    parse = first.get("type") == "json_invalid"
+    why = first.get("msg") or str(exc).splitlines()[0]
+    if not parse and first.get("loc"):
+        why += f" ({'.'.join(map(str, first['loc']))})"
+    log.warning("request %s: %s: %s", rid, "not JSON" if parse else "not a JSON-RPC message",
+                why)
+    error = ErrorData(code=PARSE_ERROR if parse else INVALID_REQUEST,
+                      message=("Parse error: " if parse else "Invalid request: ") + why)
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=error))
 
 
 def _serve_http(server, host: str, port: int, token: str | None) -> None:

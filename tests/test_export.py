@@ -504,6 +504,35 @@ def test_skip_damaged_needs_only_the_records_files(built, tmp_path):
     assert api.verify(tmp_path / "b")["ok"]
 
 
+@pytest.mark.parametrize("cut", ["segment", "payload"])
+def test_skip_damaged_rescues_the_records_before_a_file_is_cut_short(built, tmp_path, cut):
+    """A segment or payload.log shorter than the MANIFEST commits (a full disk, a bad copy)
+    stopped the rescue itself: "file is 3000 bytes, MANIFEST commits ...", and not one record
+    came out (helper). The records before the cut are exported, the cut is named."""
+    store = tmp_path / "s"
+    shutil.copytree(built[0], store)
+    with Store.open(store) as s:
+        seg = s.segments[0]
+        keep = 25  # whole rows (or payload entries) kept
+        ids = [int(i) for i in seg.ids]
+        if cut == "segment":
+            path, size = seg.path, seg.header.record_offset(keep) + 10  # into row `keep`
+        else:  # into the payload entry of row `keep`
+            path, size = store / s.manifest.payload.file, int(seg.payload_offsets[keep]) + 3
+    os.truncate(path, size)
+    assert_clean_failure(run_cli(["export", "--out", tmp_path / "x.jsonl"], store), 65)
+    r = run_cli(["export", "--skip-damaged", "--json", "--out", tmp_path / "x.jsonl"], store)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert len(summary["lost"]) == 1 and Path(path).name in summary["lost"][0], summary
+    assert f"left out the {summary['lost'][0]}: file is {size} bytes" in r.stderr
+    kept = {x["id"] for x in body_lines(tmp_path / "x.jsonl") if x["kind"] == "record"}
+    assert set(ids[:keep]) <= kept and not kept & set(ids[keep:len(ids)])
+    r = run_cli(["import", tmp_path / "x.jsonl"], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    assert api.verify(tmp_path / "b")["ok"]
+
+
 def test_skip_damaged_reads_a_manifest_whose_crc_alone_is_wrong(built, tmp_path):
     """One flipped bit in the MANIFEST's CRC made every intact record unreachable, and the
     error's hint sent the user to the very command that had failed (helper)."""

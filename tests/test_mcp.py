@@ -378,7 +378,10 @@ def test_remember_takes_the_whole_input_schema_and_refuses_unknown_fields(tmp_pa
     assert rec["header"]["valence"] < 0 and rec["payload"]["source"] == "todo.md"
     messages = [error(b) for b in bad]
     assert "colour" in messages[0] and "importance" in messages[1]
-    assert all("validation error" in m for m in messages[2:]), messages
+    assert all(m.count("\n") == 0 and "pydantic" not in m for m in messages), messages
+    assert "max_seconds: input should be" in messages[2] and "got 'inf'" in messages[2]
+    assert "ids.0: input should be a valid integer, got True" in messages[3], messages[3]
+    assert messages[7] == "recall: tag: unknown argument", messages[7]
     assert not any("Traceback" in m for m in messages)
 
 
@@ -404,6 +407,38 @@ def _reply(proc, rid: int, timeout: float = 120) -> dict:
         if msg.get("id") == rid:
             return msg
     raise AssertionError(f"no reply to request {rid}")
+
+
+def test_stdio_answers_a_line_it_cannot_read_with_an_error_for_its_id(tmp_path):
+    """A lone surrogate or a cut-off line is no JSON-RPC message: the server answers it with a
+    JSON-RPC error (its id when the line has one) and a warning on stderr, and goes on; the
+    SDK alone dropped it without a word, and the client waited for that id for ever."""
+    store = tmp_path / "s"
+    proc = subprocess.Popen([SYNAPSE, "mcp"], env=env_for(store), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _initialize(proc)
+        remember = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"remember",' \
+                   '"arguments":{"memories":[{"text":"%s'
+        for line in (remember % (2, "bad \\ud800 end") + '"}]}}}', remember % (4, "cut off"),
+                     '{"jsonrpc":"2.0","id":"x5"}'):
+            proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+        assert _reply(proc, 2)["error"]["code"] == -32700  # not JSON (pydantic's reading)
+        assert _reply(proc, 4)["error"]["code"] == -32700
+        invalid = _reply(proc, "x5")["error"]  # JSON, but no method
+        assert invalid["code"] == -32600 and "method" in invalid["message"], invalid
+        _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "remember", "arguments": {"memories": [{"text": "still serving"}]}}})
+        assert not _reply(proc, 3)["result"].get("isError")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        err = proc.stderr.read().decode()
+        assert "request 2: not JSON" in err and "request 4: not JSON" in err, err
+        assert "Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_a_cancelled_consolidate_frees_the_store_and_stdin_eof_ends_the_server(tmp_path):

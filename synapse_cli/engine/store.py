@@ -47,20 +47,28 @@ class Store:
         self._ids: np.ndarray | None = None
         self._starts: np.ndarray | None = None
         self._graph: gf.CSRGraph | None = None
+        self.cut: list[tuple[str, str]] = []  # what a rescue open left out (Store.open)
 
     @classmethod
     def open(cls, path: os.PathLike | str, derived: bool = True) -> "Store":
         """Map what the manifest commits. A compaction or migration that commits between our
         reading the manifest and opening its files deletes files it named (FORMAT.md 14.2):
         then the manifest is read again and the open retried (up to READ_RETRIES times).
-        `derived=False`: only the records' files must be whole, and a MANIFEST whose CRC
-        alone is wrong is read (`export --skip-damaged`, FORMAT.md 17)."""
+        `derived=False`: only the records' files are read, as far as they go (a file cut short
+        keeps its whole records; `cut` names what was lost, manifest.rescue_view), and a
+        MANIFEST whose CRC alone is wrong is read (`export --skip-damaged`, FORMAT.md 17)."""
         path = Path(path)
         for attempt in range(READ_RETRIES + 1):
             m = mf.read_manifest(path, check_files=False, check_crc=derived)
             try:
-                mf.check_store_files(path, m, derived)
-                return cls(path, m)
+                cut = []
+                if derived:
+                    mf.check_store_files(path, m, derived)
+                else:  # a rescue reads what the files still hold
+                    m, cut = mf.rescue_view(path, m)
+                store = cls(path, m)
+                store.cut = cut
+                return store
             except (CorruptStore, StoreIOError) as exc:
                 if attempt == READ_RETRIES or not worth_retrying(path, m, exc):
                     raise
