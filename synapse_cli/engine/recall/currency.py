@@ -187,11 +187,12 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     top = np.asarray(top[: cfg.version_depth], np.int64)
     sc = np.asarray(scores[: cfg.version_depth], np.float64)
     v = unit_vectors(store, top)
-    same = ((v @ v.T) >= cfg.version_sim) & shared_words(store, arrays, top, query, cfg.tags)
+    bodies = store.bodies(arrays.ids[top])
+    same = ((v @ v.T) >= cfg.version_sim) & shared_words(store, arrays, bodies, query, cfg.tags)
     n = len(top)
     group = np.full(n, -1)
     if cfg.kind_versions:  # the answers of the kind asked, and the versions of each, are one
-        given = answer_givers(store, arrays, top, query, cfg.tags)
+        given = answer_givers(store, arrays, bodies, query, cfg.tags)
         members = same[given].any(axis=0)
         if members.sum() >= 2:
             group[members] = np.flatnonzero(members)[np.argmax(sc[members])]
@@ -214,8 +215,8 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     return out
 
 
-def answer_givers(store, arrays, top: np.ndarray, query: str, tags=()) -> np.ndarray:
-    """bool per candidate of `top`: for a question that asks for a kind of answer (a time of
+def answer_givers(store, arrays, bodies: list[dict], query: str, tags=()) -> np.ndarray:
+    """bool per candidate (`bodies`, the best candidates' payloads): for a question that asks for a kind of answer (a time of
     day, a sum of money, a name...: topic.answer_kind), the candidate speaks of what the
     question is about and states an answer of that kind (topic.answers); all False for other
     questions. "What time is the morning carer visit?": "9:30 from Monday", "7:45 morning
@@ -224,8 +225,8 @@ def answer_givers(store, arrays, top: np.ndarray, query: str, tags=()) -> np.nda
     from .speakers import subject_names
     from .topic import answers
 
-    out = np.zeros(len(top), bool)
-    found = answers(query, [b.get("text") for b in store.bodies(arrays.ids[top])],
+    out = np.zeros(len(bodies), bool)
+    found = answers(query, [b.get("text") for b in bodies],
                     names=lambda: subject_names(store, arrays, query, tags))
     if found is not None:
         out[:] = found[1]
@@ -252,12 +253,12 @@ def _stem(w: str) -> str:
     return w
 
 
-def shared_words(store, arrays, top: np.ndarray, query: str | None = None,
+def shared_words(store, arrays, bodies: list[dict], query: str | None = None,
                  tags=()) -> np.ndarray:
-    """bool [n, n]: the two memories share a content word (content_words); with `query`, a
-    content word that is one of its topic words (engine/recall/topic.py): both speak of what the
-    question asks about (`tags`: the recall's tag filter, for speakers.subject_names)."""
-    bodies = store.bodies(arrays.ids[top])
+    """bool [n, n]: the two memories (`bodies`, their payloads) share a content word
+    (content_words); with `query`, a content word that is one of its topic words
+    (engine/recall/topic.py): both speak of what the question asks about (`tags`: the
+    recall's tag filter, for speakers.subject_names)."""
     words = [content_words(b.get("text"), b.get("speaker")) for b in bodies]
     if query is not None:
         from .speakers import subject_names
