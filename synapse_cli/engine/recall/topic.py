@@ -13,8 +13,9 @@ identifier with digits that the store never mentions ("INC-415") is refused what
 question shares with the store. It cannot
 refuse a question whose words the store uses for something else ("What breed is the cat?" in a
 store that mentions cats). A question that asks for a kind of answer (a phone number, a price,
-a time of day, a name, a number: answer_kind) is refused when none of the memories it reaches
-both speaks of its topic and states an answer of that kind (missing_value).
+a time of day, a date, a version, a name, a number: answer_kind) is refused when none of the
+memories it reaches both speaks of its topic and states an answer of that kind
+(missing_value).
 """
 from __future__ import annotations
 
@@ -121,7 +122,7 @@ def _near(words: list[str], embed, memories, min_sim: float) -> bool:
 
 
 # What a question asks for, and what a memory that answers it must state (answer types, the
-# oldest idea of question answering): a phone number has digits enough to dial, a price an
+# oldest idea of question answering): a phone number has digits enough to dial, a price a
 # sum of money, "what time" a clock time, "what's the name of" a proper name. Checked in
 # this order; the first kind whose question pattern matches decides. Not "how many": in chat
 # that is mostly a count over many memories ("How many times has Nate won?"), stated by none.
