@@ -615,16 +615,19 @@ def rescue_view(store_dir: str | os.PathLike, m: Manifest) -> tuple[Manifest, li
     its whole rows (a missing one, none); a short payload.log keeps its bytes (the records
     whose entries lie past them then fail their checks and are skipped one by one). Symlinks,
     foreign entries and files that are not regular are refused as check_store_files refuses
-    them; so is a store mid-migration, whose segments may be in either layout."""
+    them; so is a damaged store mid-migration, whose segments may be in either layout, and
+    one whose payload.log is missing (every text is gone)."""
     store = Path(store_dir)
-    problems = store_file_problems(store, m, derived=False)
-    if m.migration or any(not isinstance(p, CorruptStore) for p in problems):
-        check_store_files(store, m, derived=False)  # raises the first problem
     check_entries(store)
+    problems = store_file_problems(store, m, derived=False)
+    if not problems:
+        return m, []
+    if m.migration or any(not isinstance(p, CorruptStore) for p in problems):
+        raise problems[0]
     stride = HEADER_BYTES[m.header_version] + m.dim + RECORD_TRAILER
     segments, cut = [], []
     for s in m.segments:
-        size = _size_or_none(store / s.file)
+        size = _size_or_none(segment_path(store, m, s.file))
         whole = 0 if size is None or size < SEGMENT_FILE_HEADER \
             else min(s.records, (size - SEGMENT_FILE_HEADER) // stride)
         if whole < s.records:
@@ -635,8 +638,9 @@ def rescue_view(store_dir: str | os.PathLike, m: Manifest) -> tuple[Manifest, li
         if whole:
             segments.append(s._replace(records=whole))
     size = _size_or_none(store / m.payload.file)
-    if size is None:  # every text is gone: nothing to rescue
-        check_store_files(store, m, derived=False)
+    if size is None:
+        raise CorruptStore("named by MANIFEST but missing: every record's text is gone",
+                           str(store / m.payload.file), 0)
     if size < m.payload.bytes:
         cut.append((f"end of {m.payload.file}",
                     f"file is {size} bytes, MANIFEST commits {m.payload.bytes}"))

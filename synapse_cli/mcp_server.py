@@ -28,7 +28,7 @@ from typing import Any, Literal, Optional
 from pydantic import ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 from typing_extensions import Required, TypedDict
 
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 
 from . import api
 from .commands.exits import INTERNAL, code_for, hint_for
@@ -539,8 +539,8 @@ def build(path: Path, scope: str | None = None):
         as the CLI reports a bad flag, not as pydantic's multi-line text and link."""
         try:
             return await sdk_call_tool(name, arguments, context)
-        except ToolError as e:
-            if isinstance(e.__cause__, ValidationError):
+        except ToolError as e:  # not UnexpectedToolError: a crash says nothing of its values
+            if not isinstance(e, UnexpectedToolError) and isinstance(e.__cause__, ValidationError):
                 raise ToolError(f"{name}: {schema_errors(e.__cause__)}") from e.__cause__
             raise
 
@@ -633,7 +633,13 @@ async def _serve_stdio(server) -> None:
             async with checked_in:
                 async for item in read_stream:
                     if isinstance(item, Exception):
-                        await write_stream.send(_error_reply(item))
+                        try:
+                            reply = _error_reply(item)
+                        except Exception:  # noqa: BLE001 (a bad line must never end the server)
+                            log.exception("could not answer an unreadable line")
+                            continue
+                        if reply is not None:
+                            await write_stream.send(reply)
                     else:
                         await checked_in.send(item)
 
@@ -644,18 +650,29 @@ async def _serve_stdio(server) -> None:
 
 
 def _error_reply(exc: Exception):
-    """The JSON-RPC error answering a line the transport could not read as a message: the id
-    is the line's own when one can be read from it (else null, as JSON-RPC 2.0 says)."""
+    """The JSON-RPC error answering a line the transport could not read as a message, or None
+    when nothing must be answered (a blank line; a client's own response, which JSON-RPC never
+    answers). The id is the line's own when one can be read from it, else null (JSON-RPC 2.0);
+    a lone surrogate, which pydantic refuses, is still JSON to Python's reader."""
     from mcp.shared.message import SessionMessage
     from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
     errors = exc.errors() if hasattr(exc, "errors") else []
     first = errors[0] if errors else {}
     line = first.get("input")
-    rid = line.get("id") if isinstance(line, dict) else None  # JSON, but no message
-    if isinstance(line, str) and (m := re.search(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")',
-                                                 line)):
-        rid = int(m.group(1)) if m.group(1)[0] != '"' else json.loads(m.group(1))
+    if isinstance(line, str):
+        if not line.strip():
+            return None
+        try:
+            line = json.loads(line)
+        except ValueError:
+            pass
+    if isinstance(line, dict) and "method" not in line and ("result" in line or "error" in line):
+        log.warning("dropped a response that is no JSON-RPC message: %s",
+                    str(exc).splitlines()[0])
+        return None
+    rid = line.get("id") if isinstance(line, dict) else _id_in(line) if isinstance(line, str) \
+        else None
     if isinstance(rid, bool) or not isinstance(rid, (int, str)) \
             or isinstance(rid, str) and not rid.isprintable():
         rid = None  # no id, or one that cannot go back (a lone surrogate, a control character)
@@ -668,6 +685,15 @@ def _error_reply(exc: Exception):
     error = ErrorData(code=PARSE_ERROR if parse else INVALID_REQUEST,
                       message=("Parse error: " if parse else "Invalid request: ") + why)
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=rid, error=error))
+
+
+def _id_in(line: str):
+    """The first `"id": ...` of a line cut off before it could be read as JSON, or None."""
+    m = re.search(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")', line)
+    try:
+        return None if m is None else json.loads(m.group(1))
+    except ValueError:  # "a\x", a raw tab: no id
+        return None
 
 
 def _serve_http(server, host: str, port: int, token: str | None) -> None:

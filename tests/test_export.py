@@ -18,8 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REQUIRE_DATA, ROOT, SYNAPSE, assert_clean_failure, cli_env, run_cli
+from conftest import (REQUIRE_DATA, ROOT, SYNAPSE, assert_clean_failure, cli_env, ingest_chat,
+                      run_cli)
 from fakes_extractor import FakeExtractor
+from store_format import manifest as mf
+from store_format.errors import CorruptStore
 from synapse_cli import api
 from synapse_cli.engine import portable
 from synapse_cli.engine.consolidate import ConsolidateConfig, consolidate
@@ -531,6 +534,29 @@ def test_skip_damaged_rescues_the_records_before_a_file_is_cut_short(built, tmp_
     r = run_cli(["import", tmp_path / "x.jsonl"], tmp_path / "b", env={"HF_HUB_OFFLINE": "1"})
     assert r.returncode == 0, r.stderr
     assert api.verify(tmp_path / "b")["ok"]
+
+
+def test_a_rescue_open_of_a_healthy_store_mid_migration_reads_every_record(tmp_path):
+    """The rescue view named a segment "missing" when a migration had moved it to .migrating,
+    and read 0 of its records (review): a store whose files are whole is read as it is."""
+    import dataclasses
+
+    from synapse_cli.models.fake import FakeEmbedder
+
+    turns = [("Ann", f"2026-01-{10 + i}T09:00:00Z", f"note {i} about the garden")
+             for i in range(8)]
+    p = ingest_chat(tmp_path / "st", turns, FakeEmbedder(384))
+    m = mf.read_manifest(p, check_files=False)
+    seg = m.segments[0].file
+    shutil.copy(p / seg, p / (seg + ".migrating"))
+    os.rename(p / seg, p / (seg + ".bak"))
+    mf.write_manifest(p, dataclasses.replace(
+        m, migration={"to": m.header_version, "files": [seg]}).next_generation())
+    with Store.open(p) as s, Store.open(p, derived=False) as rescue:
+        assert rescue.count == s.count == 8 and rescue.cut == []
+    os.truncate(p / (seg + ".migrating"), 100)  # damaged mid-migration: refused, not guessed
+    with pytest.raises(CorruptStore):
+        Store.open(p, derived=False)
 
 
 def test_skip_damaged_reads_a_manifest_whose_crc_alone_is_wrong(built, tmp_path):

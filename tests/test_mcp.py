@@ -421,13 +421,18 @@ def test_stdio_answers_a_line_it_cannot_read_with_an_error_for_its_id(tmp_path):
         remember = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"remember",' \
                    '"arguments":{"memories":[{"text":"%s'
         for line in (remember % (2, "bad \\ud800 end") + '"}]}}}', remember % (4, "cut off"),
-                     '{"jsonrpc":"2.0","id":"x5"}'):
+                     '{"jsonrpc":"2.0","id":"x5"}',
+                     '   ', '{"jsonrpc":"2.0","id":0,"result":null}',  # never answered
+                     '{"jsonrpc":"2.0","id":"a\\x","method":"ping"}',  # an id no JSON reads
+                     '{"jsonrpc":"2.0","id":6,"method":"ping"'):
             proc.stdin.write(line.encode() + b"\n")
         proc.stdin.flush()
-        assert _reply(proc, 2)["error"]["code"] == -32700  # not JSON (pydantic's reading)
-        assert _reply(proc, 4)["error"]["code"] == -32700
-        invalid = _reply(proc, "x5")["error"]  # JSON, but no method
-        assert invalid["code"] == -32600 and "method" in invalid["message"], invalid
+        got = []  # every reply, in order, up to the last line's
+        while not got or got[-1].get("id") != 6:
+            got.append(json.loads(proc.stdout.readline()))
+        assert [m["id"] for m in got] == [2, 4, "x5", None, 6], got  # blank, response: none
+        assert [m["error"]["code"] for m in got] == [-32700, -32700, -32600, -32700, -32700]
+        assert "method" in got[2]["error"]["message"]  # JSON, but no method
         _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
             "name": "remember", "arguments": {"memories": [{"text": "still serving"}]}}})
         assert not _reply(proc, 3)["result"].get("isError")

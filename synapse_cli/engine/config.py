@@ -95,7 +95,7 @@ SETTINGS: tuple[Setting, ...] = (
     S("activation", "hub_share", float, 0.2, "a semantic node linked to more than this share of "
       "the episodes (a speaker's node) carries no activation; 1 = keep all", "recall", 0, 1),
     S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the best activation "
-      "among the results is below this", "recall"),
+      "among the first 10 results is below this", "recall"),
     S("gate", "topic_check", bool, True, "refuse a query none of whose topic words (not "
       "names, not question words) occurs in the store in any form, or that names an "
       "identifier with digits the store never mentions (INC-415)", "recall"),
@@ -111,8 +111,8 @@ SETTINGS: tuple[Setting, ...] = (
       "counts as covered at this cosine to one of them (lower refuses fewer questions)",
       "recall", -1, 1),
     S("gate", "value_check", bool, True, "refuse a question asking for a kind of answer (a "
-      "phone number, an sum of money, a time of day, a name, a number) when no top memory "
-      "on its topic states one of that kind", "recall"),
+      "phone number, a sum of money, a time of day, a date, a version, a name, a number) "
+      "when no top memory on its topic states one of that kind", "recall"),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
       "speaker's statement answers it better (engine/recall/attribution.py)", "recall"),
     S("gate", "tau_attribution", float, 0.3, "relative margin (share of the best match) by "

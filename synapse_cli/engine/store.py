@@ -65,7 +65,10 @@ class Store:
                 if derived:
                     mf.check_store_files(path, m, derived)
                 else:  # a rescue reads what the files still hold
-                    m, cut = mf.rescue_view(path, m)
+                    view, cut = mf.rescue_view(path, m)
+                    if cut and attempt < READ_RETRIES and manifest_changed(path, m):
+                        continue  # a compaction replaced the files since: not damage
+                    m = view
                 store = cls(path, m)
                 store.cut = cut
                 return store

@@ -12,9 +12,9 @@ Pipeline of the default mode (`synapse`):
     + λ_decay · decay · importance (seed 004's header terms), all weights configurable;
     sim' = cosine min-max normalised over the query's candidates (`fusion="minmax"`), or the
     raw cosine (`fusion="linear"`, the seed's);
- 6. uncertainty gate: rejected when the best activation among the results is below tau_gate,
-    or when the query names one speaker and another speaker's statement answers it better
-    (engine/recall/attribution.py).
+ 6. uncertainty gate: rejected when the best activation among the first 10 results is below
+    tau_gate, or when the query names one speaker and another speaker's statement answers it
+    better (engine/recall/attribution.py).
 `vector`, `bm25` and `hybrid` (reciprocal-rank fusion; baselines.py) are the baselines it is
 compared with; they run through this pipeline with their own score. The dispatch to every mode
 is dispatch.py; the signals, signals.py.
@@ -221,8 +221,8 @@ class GateSettings:
     # 0.35 0.72 / 0.02; LoCoMo dev at 0.3: 1.45 points more false refusals of 1-4.
     topic_cover: bool = True
     cover_sim: float = 0.3
-    # A question that asks for a kind of answer (a phone number, an sum of money, a time of
-    # day, a name, a number: topic.answer_kind) is refused when none of the top
+    # A question that asks for a kind of answer (a phone number, a sum of money, a time of
+    # day, a date, a version, a name, a number: topic.answer_kind) is refused when none of the top
     # attribution_depth memories both uses one of its topic words and states an answer of that
     # kind (topic.missing_value). Agent-use never-answered questions rejected, tune / tune2
     # halves: off 0.667 / 0.278, numbers only 0.722 / 0.333, every kind 0.778 / 0.50 (held out
@@ -243,6 +243,9 @@ class AblationSettings:
     gate: bool = True
     graph: bool = True
     activation: bool = True
+
+
+CONFIDENCE_DEPTH = 10  # the results whose best activation is the gate's confidence
 
 
 def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -448,9 +451,10 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
         top, scores, bodies = _focus_speaker(store, arrays, cfg, query, sig, kcfg, top,
                                              bodies) or (top, scores, bodies)
     if synapse and cfg.activation:
-        # the best activation among the results, not the first one's: the current-facts terms
-        # may put first a newer version of the fact that the wave did not reach
-        confidence = float(sig.activation[top[: cfg.k]].max()) if len(top) else 0.0
+        # the best activation among the first CONFIDENCE_DEPTH results, not the first one's:
+        # the current-facts terms may put first a newer version of the fact that the wave did
+        # not reach; a fixed depth, so that --k never changes whether recall answers
+        confidence = float(sig.activation[top[:CONFIDENCE_DEPTH]].max()) if len(top) else 0.0
     else:  # the baselines have no activation: report the best similarity instead
         confidence = float(max(sig.sim[top[0]], 0)) if len(top) else 0.0
     rejected = len(top) == 0 or (cfg.gate and synapse and confidence < cfg.tau_gate)

@@ -23,6 +23,7 @@ import re
 
 from ...models.tokenize import tokenize
 from ...models.words import _DAYS, _MONTHS, _STOP
+from .bridges import _POSSESSIVE, names_in
 
 # Words that say how a question asks, not what about (beyond the stopwords of models/words.py):
 # "When did Gina mention Shia Labeouf?", "What attributes describe John?", "the topic of
@@ -128,29 +129,34 @@ def _near(words: list[str], embed, memories, min_sim: float) -> bool:
 # that is mostly a count over many memories ("How many times has Nate won?"), stated by none.
 _NUMBER_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
                  r"thirty|forty|fifty|hundred|thousand|dozen|couple|half|a few")
-# months and days by name ("may" only next to a number: "you may", "May 3rd")
-_MONTH_DAY = "|".join([m for m in _MONTHS if m != "may"] + _DAYS + [
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-    r"may \d", r"\d+ may"])
+# months and days by name; the ones that are also common words ("may", "sat", "wed", "mon",
+# "mar", "march") only next to a day's number: "May 12", "12 March"
+_AMBIGUOUS = ("may", "march", "mar", "sat", "wed", "mon")
+_NAMED = [w for w in _MONTHS + _DAYS + ["jan", "feb", "apr", "jun", "jul", "aug", "sep", "sept",
+                                        "oct", "nov", "dec"] if w not in _AMBIGUOUS]
+_NEXT_TO_DAY = "|".join(_AMBIGUOUS)
 _KINDS = (
     ("phone number",
      re.compile(r"\b(phone|mobile|telephone|landline|cell)\s+(number|no)\b", re.IGNORECASE),
-     re.compile(r"\+?\d[\d ()-]{5,}\d")),
-    ("sum of money",
-     re.compile(r"\b(how much\b.*\b(cost|costs|charge|charges|charged|earn|earns|earned|pay|"
-                r"pays|paid|spend|spends|spent|owe|owes|rent|fee|fees|budget)|price|prices|cost|"
-                r"costs|salary|fee|fees|rent)\b", re.IGNORECASE),
+     re.compile(r"(?<![\w+-])(?!\d{4}-\d\d-\d\d)\+?\d[\d ()-]{5,}\d")),  # not an ISO date
+    ("sum of money",  # "how much does it cost", "what is the rent"; not "who pays the rent?"
+     re.compile(r"\bhow much\b.*\b(cost|costs|charge|charges|charged|earn|earns|earned|pay|"
+                r"pays|paid|spend|spends|spent|owe|owes|rent|fee|fees|budget)\b|"
+                r"\bwhat\b.*\b(price|prices|cost|costs|salary|fee|fees|rent)\b", re.IGNORECASE),
+     # a currency, or an amount a price can be ("450", "26.80"): not "40 regulars"
      re.compile(r"[£$€¥₹]\s?\d|\d\s?(k|p|quid|pounds?|dollars?|euros?|bucks|grand|usd|gbp|"
-                r"eur)\b|\b(quid|pounds|dollars|euros|bucks|pence|cents|free)\b", re.IGNORECASE)),
+                r"eur)\b|\b(quid|pounds|dollars|euros|bucks|pence|cents|free)\b|"
+                r"\b\d{3,}\b|\b\d+\.\d\d\b", re.IGNORECASE)),
     ("time of day",
-     re.compile(r"\bwhat time\b", re.IGNORECASE),
-     re.compile(r"\b\d{1,2}[:.]\d\d\b|\b\d{1,2}\s?([ap]\.?m)\b|\b(noon|midday|midnight|"
-                r"o['’]?clock)\b|\b(half|quarter)\s+(past|to)\b|\bhalf\s+(" + _NUMBER_WORDS
-                + r")\b", re.IGNORECASE)),
+     re.compile(r"\bwhat time\b(?! of (the )?(year|month|week|day|life)\b)", re.IGNORECASE),
+     re.compile(r"\b([01]?\d|2[0-3])[:.][0-5]\d\b|\b\d{1,2}\s?([ap]\.?m)\b|\b(noon|midday|"
+                r"midnight|o['’]?clock)\b|\b(half|quarter)\s+(past|to)\b|\bhalf\s+("
+                + _NUMBER_WORDS + r")\b", re.IGNORECASE)),
     ("date",
      re.compile(r"\b(what|which) (date|day)\b", re.IGNORECASE),
-     re.compile(r"\b\d{1,2}(st|nd|rd|th)\b|\b\d{1,2}[/.-]\d{1,2}\b|\b(" + _MONTH_DAY
-                + r")s?\b|\b(today|tomorrow|tonight)\b", re.IGNORECASE)),  # "Fridays"
+     re.compile(r"\b\d{1,2}(st|nd|rd|th)\b|\b\d{1,2}[/.-]\d{1,2}\b|\b(" + "|".join(_NAMED)
+                + r")s?\b|\b(" + _NEXT_TO_DAY + r")\s+\d{1,2}\b|\b\d{1,2}\s+(" + _NEXT_TO_DAY
+                + r")\b|\b(today|tomorrow|tonight)\b", re.IGNORECASE)),  # "Fridays"
     ("version",
      re.compile(r"\bversions?\b", re.IGNORECASE),
      re.compile(r"\bv?\d+(\.\d+)*\b", re.IGNORECASE)),  # "3.12", "postgres 16", "v2"
@@ -162,6 +168,9 @@ _KINDS = (
      re.compile(r"\b(how much|how old|age|ip address)\b", re.IGNORECASE),
      re.compile(r"[0-9£$€]|\b(" + _NUMBER_WORDS + r")\b", re.IGNORECASE)),
 )
+# the thing whose version a question asks: "Which Postgres version", "the version of Django"
+_VERSION_OF = re.compile(r"([A-Za-z][\w.+-]*)\s+versions?\b|\bversions?\s+of\s+(?:the\s+)?"
+                         r"([A-Za-z][\w.+-]*)", re.IGNORECASE)
 
 
 # what else a name can be: something quoted or in backticks, an identifier (`checkout_v2`)
@@ -184,8 +193,6 @@ def _states(text: str, answer, asked: set[str]) -> bool:
     label (_LABEL: quoted, in backticks, an identifier)."""
     if answer is not None:
         return bool(answer.search(text))
-    from .bridges import names_in
-
     return bool(_LABEL.search(text)) or any(n.casefold() not in asked for n in names_in(text))
 
 
@@ -207,19 +214,28 @@ def answers(query: str, texts: list[str | None], tokenize=tokenize,
         return None
     kind, asking, answer = found
     about = {stem(w) for w in topic_words(query, tokenize)}
-    named = names() if kind == "version" else ()
+    named = _versioned(query, names) if kind == "version" else None
     if named:  # the number right after the thing the question names: "postgres 16",
         # "python:3.13"; not "staging: 212 passed" or "django-tailwind ... tailwind 4"
-        about = {stem(n) for n in named}
-        answer = re.compile(r"\b(" + "|".join(map(re.escape, named)) + r")[\s:]{0,2}"
-                            r"(version\s*)?v?\d", re.IGNORECASE)
+        about = {stem(named)}
+        answer = re.compile(r"\b" + re.escape(named) + r"[\s:]{0,2}(version\s*)?v?\d",
+                            re.IGNORECASE)
     elif not about - {stem(w) for w in tokenize(asking)}:  # "How old is Biscuit?"
         about |= {stem(n) for n in names()}
     if not about:
         return None
-    asked = {w.casefold() for w in re.findall(r"[\w'’-]+", query)}
+    asked = {_POSSESSIVE.sub("", w).casefold() for w in re.findall(r"[\w'’-]+", query)}
     return kind, [bool(about & {stem(t) for t in tokenize(text or "")})
                   and _states(text or "", answer, asked) for text in texts]
+
+
+def _versioned(query: str, names) -> str | None:
+    """The name whose version `query` asks ("Postgres" in "Which Postgres version does staging
+    run?"), when it is one of `names()` (the question's names that are no speakers), else
+    None: "Which version of the report did Sam send?" asks about the report, not Sam."""
+    m = _VERSION_OF.search(query)
+    word = m and (m.group(1) or m.group(2)).casefold()
+    return word if word and word in {n.casefold() for n in names()} else None
 
 
 def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
