@@ -491,7 +491,8 @@ def run(args) -> dict:
     # --- gate: default tau and calibration on the synapse confidence (activation of the top hit)
     a, f = (np.array(x) for x in conf["synapse"])
     gate = {
-        "confidence": "activation of the top-ranked result (synapse mode), as recall() reports it",
+        "confidence": "the best activation among the first 10 results (synapse mode), as "
+                      "recall() reports it",
         "default_tau": args.tau_gate,
         "default_rejection_rate_cat5": round(100 * float(np.mean(f < args.tau_gate)), 2),
         "default_false_refusal_rate_1_4": round(100 * float(np.mean(a < args.tau_gate)), 2),

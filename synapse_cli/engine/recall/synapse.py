@@ -156,11 +156,12 @@ class SynapseSettings:
     # For a question that asks for a kind of answer (a time of day, a sum of money, a name:
     # topic.answer_kind), the candidates that speak of its topic and state an answer of that
     # kind are versions of one fact too, however unlike (currency.answer_givers), in one
-    # group with the versions of each. Agent-use current first, tune2 half 0.679 -> 0.786
-    # ("What time is the morning carer visit?", "Which Python version does Potluck run on?"),
-    # tune half unchanged; not tuned on: fresh half 0.727 -> 0.818 (top 3 0.737 -> 0.719),
-    # held-out half unchanged. LoCoMo dev recall@10 over 1-4 71.63 -> 71.66 (with the gate's
-    # confidence as the best activation).
+    # group with the versions of each. When adopted, agent-use current first: tune2 half
+    # 0.679 -> 0.786 ("What time is the morning carer visit?", "Which Python version does
+    # Potluck run on?"), tune half unchanged; not tuned on: fresh half 0.727 -> 0.818 (top 3
+    # 0.737 -> 0.719), held-out half unchanged. LoCoMo dev recall@10 over 1-4 71.63 -> 71.66
+    # (with the gate's confidence as the best activation). README "Evaluation": the round's
+    # final numbers.
     kind_versions: bool = True
     # Name bridges (engine/recall/bridges.py), after the current-facts terms: the names the
     # best bridge_docs candidates mention become a second BM25 query, whose normalised score
@@ -222,14 +223,17 @@ class GateSettings:
     topic_cover: bool = True
     cover_sim: float = 0.3
     # A question that asks for a kind of answer (a phone number, a sum of money, a time of
-    # day, a date, a version, a name, a number: topic.answer_kind) is refused when none of the top
-    # attribution_depth memories both uses one of its topic words and states an answer of that
-    # kind (topic.missing_value). Agent-use never-answered questions rejected, tune / tune2
-    # halves: off 0.667 / 0.278, numbers only 0.722 / 0.333, every kind 0.778 / 0.50 (held out
-    # and fresh halves, not tuned on: 0.235 -> 0.471, 0.35 -> 0.40), no answerable question
-    # refused in any half. LoCoMo dev: "nickname" refused "What nickname does Nate use for
-    # Joanna?" ("Hey Jo"), so it is no kind. With "how many" it refused four LoCoMo counting
-    # questions ("How many times has Nate won?") and no category 5.
+    # day, a date, a version, a name, a number: topic.answer_kind) is refused when none of the
+    # top attribution_depth memories both uses one of its topic words and states an answer of
+    # that kind (topic.missing_value). Agent-use never-answered questions rejected, tune /
+    # tune2 halves: off 0.667 / 0.278, numbers only 0.722 / 0.333, every kind 0.778 / 0.50
+    # (held out and fresh halves, not tuned on: 0.235 -> 0.471, 0.35 -> 0.40), no answerable
+    # question refused in any half; with this round's other changes 0.722 / 0.611. LoCoMo
+    # dev: "nickname" refused "What nickname does Nate use for Joanna?" ("Hey Jo"), so it is
+    # no kind. With "how many" it refused four LoCoMo counting questions ("How many times has
+    # Nate won?") and no category 5. Rejected: kinds for a password or key, a blood group and
+    # "make of" (tune 0.833 / 0.667, but as-of top 1 fell by one date on the held-out and
+    # the fresh halves).
     value_check: bool = True
     attribution_depth: int = 10
 
