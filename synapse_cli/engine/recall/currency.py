@@ -219,9 +219,9 @@ def answer_givers(store, arrays, bodies: list[dict], query: str, tags=()) -> np.
     """bool per candidate (`bodies`, the best candidates' payloads): for a question that asks
     for a kind of answer (a time of day, a sum of money, a name...: topic.answer_kind), the
     candidate speaks of what the question is about and states an answer of that kind
-    (topic.answers); all False for other questions. "What time is the morning carer visit?": "9:30 from Monday", "7:45 morning
-    call" and "first visit 7:45 on the dot" give one answer each, as unlike one another as
-    three turns can be."""
+    (topic.answers); all False for other questions. "What time is the morning carer visit?":
+    "9:30 from Monday", "7:45 morning call" and "first visit 7:45 on the dot" give one answer
+    each, as unlike one another as three turns can be."""
     from .speakers import subject_names
     from .topic import answers
 
