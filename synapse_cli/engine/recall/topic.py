@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from ...models.tokenize import tokenize
-from ...models.words import _DAYS, _MONTHS, _STOP
+from ...models.words import _DAYS, _MONTHS, _QUOTED, _STOP
 from .bridges import _POSSESSIVE, names_in
 
 # Words that say how a question asks, not what about (beyond the stopwords of models/words.py):
@@ -163,7 +163,7 @@ _KINDS = (
     ("name",
      re.compile(r"\bname of\b|\b(first|last|full|maiden|middle|sur)\s?name\b|"
                 r"['’]s name\b|\bcalled\?*$", re.IGNORECASE),
-     None),  # a proper name (bridges.names_in) or _LABEL
+     None),  # a proper name (bridges.names_in) or a label (_states)
     ("number",
      re.compile(r"\b(how much|how old|age|ip address)\b", re.IGNORECASE),
      re.compile(r"[0-9£$€]|\b(" + _NUMBER_WORDS + r")\b", re.IGNORECASE)),
@@ -173,8 +173,9 @@ _VERSION_OF = re.compile(r"([A-Za-z][\w.+-]*)\s+versions?\b|\bversions?\s+of\s+(
                          r"([A-Za-z][\w.+-]*)", re.IGNORECASE)
 
 
-# what else a name can be: something quoted or in backticks, an identifier (`checkout_v2`)
-_LABEL = re.compile(r"`[^`]+`|\"[^\"]+\"|“[^”]+”|\b[A-Za-z]+[_-]?\d[\w-]*|\b\w+_\w+")
+# what else a name can be: something quoted (models/words.py _QUOTED), an identifier with
+# digits (_IDENT), or code: in backticks or snake_case (`checkout_v2`)
+_CODE = re.compile(r"`[^`]+`|\b\w+_\w+")
 
 
 def answer_kind(query: str):
@@ -190,10 +191,12 @@ def answer_kind(query: str):
 def _states(text: str, answer, asked: set[str]) -> bool:
     """`text` states an answer of the kind: it matches `answer`, or, for a name (None), it
     has a proper name (capitalised inside a sentence) that the question does not use or a
-    label (_LABEL: quoted, in backticks, an identifier)."""
+    label (quoted, an identifier, code)."""
     if answer is not None:
         return bool(answer.search(text))
-    return bool(_LABEL.search(text)) or any(n.casefold() not in asked for n in names_in(text))
+    if _QUOTED.search(text) or _IDENT.search(text) or _CODE.search(text):
+        return True
+    return any(n.casefold() not in asked for n in names_in(text))
 
 
 def answers(query: str, texts: list[str | None], tokenize=tokenize,
