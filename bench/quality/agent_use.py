@@ -4,6 +4,7 @@ Prints one JSON object.
     python bench/quality/agent_use.py [--half tune|tune2|heldout|fresh|all] [--only NAME[,NAME]]
                               [--modes synapse,vector,hybrid] [--consolidate]
                               [--as-of-field until_ms] [--stores DIR] [--out FILE]
+                              [--verify [--model GGUF]]
 
 For each conversation (bench/quality/agent_use/<name>.ndjson, one ingest line per turn; line number =
 turn id) every line is ingested through the engine API into its own fresh temporary store (one
@@ -16,6 +17,15 @@ false_refusals, and as_of_top1 (recall restricted to the time of an earlier stat
 half: tune = personal_assistant + team_chat, tune2 = caregiving + dev_assistant (tuned on since
 2026-11-27), heldout = customer_support + family_group, fresh = house_share + freelance_client;
 tune on the first two, report the others separately, every time.
+
+With --verify, every question the gate lets through in `synapse` mode is also scored by
+`recall --verify`'s second stage (engine/recall/answer_check.py: the local model's log-odds that
+the top memories explicitly mention what is asked; the configured GGUF, or --model), and each
+half gets a `synapse+verify` row at the configured threshold and one at the threshold
+calibrated on the tune and tune2 halves only (the most never-answered questions refused with
+<= 5% of their answerable ones refused): the held-out and fresh halves never choose it. A
+question refused by the second stage scores as refused (no top 3, no current first); the as-of
+recalls are not checked.
 """
 from __future__ import annotations
 
@@ -32,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
 
 from synapse_cli.engine import graphview  # noqa: E402
 from synapse_cli.engine.ingest import IngestConfig, ingest, md5_of  # noqa: E402
@@ -140,12 +152,15 @@ def first_rank(ranked: list[list[int]], wanted: set) -> int | None:
     return next((i for i, ls in enumerate(ranked) if wanted & set(ls)), None)
 
 
-def score(q: dict, run, lines_of: dict, as_of_field: str) -> dict:
-    """One question in one mode; `run(**cfg_overrides)` -> recall() output."""
+def score(q: dict, run, lines_of: dict, as_of_field: str, verify=None) -> dict:
+    """One question in one mode; `run(**cfg_overrides)` -> recall() output; `verify`
+    (results -> the second stage's log-odds) scores what the gate lets through."""
     r = run()
     ranked = [lines_of.get(x["id"], []) for x in r["results"][:K]]  # [] = a semantic node
     rec = {"id": q["id"], "kind": q["kind"], "rejected": bool(r["rejected"]), "ranked": ranked,
            "why": refused_by(r)}
+    if verify is not None and not r["rejected"] and r["results"]:
+        rec["verify_score"] = verify(r["results"])
     if q["kind"] == "never":
         return rec
     gold, sup = set(q["gold"]), set(q.get("superseded", []))
@@ -194,6 +209,44 @@ def meets(m: dict) -> dict:
     return out
 
 
+def verified(recs: list[dict], threshold: float) -> list[dict]:
+    """`recs` with the second stage applied: a question scored below `threshold` is refused."""
+    out = []
+    for r in recs:
+        if r.get("verify_score", float("inf")) < threshold:
+            r = {**r, "rejected": True, "why": "verify", "top3": False, "top10": False}
+            if "current_first" in r:
+                r["current_first"] = False
+        out.append(r)
+    return out
+
+
+def calibrate_verify(recs: list[dict]) -> float:
+    """The threshold that refuses the most never-answered questions of `recs` while refusing at
+    most 5% of their answerable ones (ties: the lowest); -inf = refuse nothing more."""
+    best, best_never = -np.inf, -1
+    for t in sorted({r["verify_score"] for r in recs if "verify_score" in r}):
+        t = float(np.nextafter(t, np.inf))  # refuses the questions scored t and below
+        m = metrics(verified(recs, t))
+        if m["false_refusals"]["share"] <= 0.05 and m["never_rejected"]["share"] > best_never:
+            best, best_never = t, m["never_rejected"]["share"]
+    return best
+
+
+def verify_rows(by_half: dict, configured: float) -> tuple[dict, float]:
+    """Per half, the synapse rows with the second stage at the configured threshold and at
+    the one calibrated on the tuned halves (tune, tune2) only."""
+    tuned = [r for h in ("tune", "tune2") for r in by_half.get(h, {}).get("synapse", [])]
+    calibrated = calibrate_verify(tuned) if tuned else -np.inf
+    rows = {}
+    for h, ms in by_half.items():
+        recs = ms.get("synapse", [])
+        for label, t in (("synapse+verify", configured), ("synapse+verify_calibrated", calibrated)):
+            m = metrics(verified(recs, t))
+            rows.setdefault(h, {})[label] = {**m, "meets_targets": meets(m)}
+    return rows, calibrated
+
+
 def failure(q: dict, rec: dict) -> dict | None:
     why = [w for w, bad in (("current_first", rec.get("current_first") is False),
                             ("top3", rec.get("top3") is False),
@@ -230,6 +283,17 @@ def run(args) -> dict:
         raise SystemExit("no conversation to run")
 
     embedder = get_embedder()
+    checker = vcfg = None
+    if args.verify:
+        from synapse_cli.api import model_path
+        from synapse_cli.engine import config
+        from synapse_cli.engine.recall import AnswerChecker, VerifyConfig
+
+        s = config.resolve()
+        vcfg = VerifyConfig(memories=s["verify.verify_memories"],
+                            threshold=s["verify.verify_threshold"])
+        model = model_path(args.model or s["extraction.model"])
+        checker = AnswerChecker(model, threads=s["extraction.threads"])
     data, per_conv, by_half = {}, {}, defaultdict(lambda: defaultdict(list))
     failures = defaultdict(list)
     for name in names:
@@ -259,7 +323,11 @@ def run(args) -> dict:
                         return recall(store, q["question"], qv, c, arrays,
                                       now_ms=built["now_ms"], embed=embedder.encode)
 
-                    rec = score(q, call, built["lines_of"], args.as_of_field)
+                    verify = None
+                    if checker is not None and mode == "synapse":
+                        def verify(results, q=q):
+                            return round(checker.score(q["question"], results[: vcfg.memories]), 4)
+                    rec = score(q, call, built["lines_of"], args.as_of_field, verify)
                     recs.append(rec)
                     # the fresh half's failures are not printed: nobody reads them to tune
                     if mode == "synapse" and HALF_OF[name] != "fresh" and (f := failure(q, rec)):
@@ -274,11 +342,22 @@ def run(args) -> dict:
             store.close()
     results = {h: {mode: {**metrics(recs), "meets_targets": meets(metrics(recs))}
                    for mode, recs in ms.items()} for h, ms in by_half.items()}
+    verify_info = None
+    if checker is not None:
+        rows, calibrated = verify_rows(by_half, vcfg.threshold)
+        for h, r in rows.items():
+            results[h].update(r)
+        verify_info = {"model": Path(model).name, "memories_shown": vcfg.memories,
+                       "configured_threshold": vcfg.threshold,
+                       "threshold_calibrated_on_tune_and_tune2": (
+                           None if not np.isfinite(calibrated) else round(calibrated, 4)),
+                       "scores": {h: [[r["id"], r.get("verify_score")] for r in ms["synapse"]]
+                                  for h, ms in by_half.items() if h != "fresh"}}
     return {"benchmark": "agent_use", "missing": missing, "modes": modes,
             "consolidated": args.consolidate, "as_of_field": args.as_of_field,
             "targets": {k: f"{op} {b}" for k, (op, b) in TARGETS.items()},
             "data": data, "results": results, "per_conversation": per_conv,
-            "failures": dict(failures)}
+            "failures": dict(failures), **({"verify": verify_info} if verify_info else {})}
 
 
 def main():
@@ -298,6 +377,9 @@ def main():
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a RecallConfig field for the synapse mode (repeatable), e.g. "
                         "lambda_superseded=0.3")
+    p.add_argument("--verify", action="store_true",
+                   help="also score the second rejection stage (recall --verify's local model)")
+    p.add_argument("--model", help="with --verify: this GGUF instead of the configured one")
     p.add_argument("--out", help="also write the JSON here")
     args = p.parse_args()
     args.settings = parse_settings(args.set)
