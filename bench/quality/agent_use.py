@@ -79,14 +79,17 @@ def share(flags: list) -> dict:
             "n": len(flags)}
 
 
-def build_store(path: Path, name: str, embedder, consolidate: bool) -> dict:
-    """Ingest every line into a fresh store at `path`; returns the line <-> record maps."""
+def ingest_lines(w, name: str, embedder, tags: tuple = ()) -> dict:
+    """Ingest every line of conversation `name` through writer `w` (one `ingest()` call, each
+    line with `tags` added); returns the line <-> record maps."""
     lines = (DATA / f"{name}.ndjson").read_text().splitlines()
-    items = [item_from_object(json.loads(s), f"{name}.ndjson:{n}")
-             for n, s in enumerate(lines, 1)]
+    objs = [json.loads(s) for s in lines]
+    for o in objs:
+        if tags:
+            o["tags"] = [*o.get("tags", []), *tags]
+    items = [item_from_object(o, f"{name}.ndjson:{n}") for n, o in enumerate(objs, 1)]
     t = time.perf_counter()
-    with StoreWriter.open(path, create=True) as w:
-        res = ingest(w, items, embedder, IngestConfig())
+    res = ingest(w, items, embedder, IngestConfig())
     log(f"{name}: {len(items)} turns ingested in {time.perf_counter() - t:.1f}s {res.counts()}")
     # A duplicate within the batch comes back without an id: ingest kept only the first line
     # with that (normalised) text, so the record that line got stands for it too.
@@ -105,16 +108,37 @@ def build_store(path: Path, name: str, embedder, consolidate: bool) -> dict:
     lines_of = defaultdict(list)  # record id -> its lines (several when deduplicated)
     for n, rid in id_of_line.items():
         lines_of[rid].append(n)
-    cons = None
+    return {"lines_of": dict(lines_of), "dedup": dedup, "unmapped": unmapped, "consolidation": None,
+            "now_ms": max(it.timestamp_ms for it in items) + DAY_MS, "turns": len(items)}
+
+
+def build_store(path: Path, name: str, embedder, consolidate: bool) -> dict:
+    """Ingest every line into a fresh store at `path` (ingest_lines), then consolidate it if
+    asked."""
+    with StoreWriter.open(path, create=True) as w:
+        built = ingest_lines(w, name, embedder)
     if consolidate:
         from synapse_cli.api import run_consolidate
 
         t = time.perf_counter()
         cons = run_consolidate(store=path, embedder=embedder).as_dict()
-        cons = {k: v for k, v in cons.items() if not isinstance(v, (list, dict))}
-        log(f"{name}: consolidated in {time.perf_counter() - t:.1f}s {cons}")
-    return {"lines_of": dict(lines_of), "dedup": dedup, "unmapped": unmapped, "consolidation": cons,
-            "now_ms": max(it.timestamp_ms for it in items) + DAY_MS, "turns": len(items)}
+        built["consolidation"] = {k: v for k, v in cons.items() if not isinstance(v, (list, dict))}
+        log(f"{name}: consolidated in {time.perf_counter() - t:.1f}s {built['consolidation']}")
+    return built
+
+
+def build_shared(path: Path, names: list[str], embedder, tagged: bool) -> dict:
+    """--shared: every conversation of `names` in one store at `path`, one ingest call each, in
+    this order; with `tagged`, each line carries the tag user:<name>. Returns name -> its
+    line <-> record maps, every conversation's "now" the shared store's (one day after the
+    last turn of all)."""
+    with StoreWriter.open(path, create=True) as w:
+        built = {n: ingest_lines(w, n, embedder, (f"user:{n}",) if tagged else ())
+                 for n in names}
+    now = max(b["now_ms"] for b in built.values())
+    for b in built.values():
+        b["now_ms"] = now
+    return built
 
 
 def stored(stores: str | None, name: str, consolidate: bool) -> tuple[Path | None, dict | None]:
@@ -296,10 +320,18 @@ def run(args) -> dict:
         checker = AnswerChecker(model, threads=s["extraction.threads"])
     data, per_conv, by_half = {}, {}, defaultdict(lambda: defaultdict(list))
     failures = defaultdict(list)
+    shared_tmp = shared = None
+    if args.shared:
+        shared_tmp = tempfile.TemporaryDirectory(prefix="synapse-agent-use-shared-")
+        shared_path = Path(shared_tmp.name) / "store"
+        shared = build_shared(shared_path, names, embedder, args.shared == "tagged")
     for name in names:
         questions = json.loads((DATA / f"{name}.questions.json").read_text())
         with tempfile.TemporaryDirectory(prefix="synapse-agent-use-") as tmp:
-            path, built = stored(args.stores, name, args.consolidate)
+            if shared is not None:
+                path, built = shared_path, shared[name]
+            else:
+                path, built = stored(args.stores, name, args.consolidate)
             if built is None:
                 path = path or Path(tmp) / "store"
                 built = build_store(path, name, embedder, args.consolidate)
@@ -316,6 +348,8 @@ def run(args) -> dict:
             per_conv[name] = {}
             for mode in modes:
                 cfg = RecallConfig(mode=mode, k=K, **(args.settings if mode == "synapse" else {}))
+                if args.shared == "tagged":
+                    cfg = dataclasses.replace(cfg, tags=(f"user:{name}",))
                 recs = []
                 for q, qv in zip(questions, qvecs):
                     def call(q=q, qv=qv, **over):
@@ -340,6 +374,8 @@ def run(args) -> dict:
                     f"never_rejected {m['never_rejected']['share']} "
                     f"false_refusals {m['false_refusals']['share']}")
             store.close()
+    if shared_tmp is not None:
+        shared_tmp.cleanup()
     results = {h: {mode: {**metrics(recs), "meets_targets": meets(metrics(recs))}
                    for mode, recs in ms.items()} for h, ms in by_half.items()}
     verify_info = None
@@ -354,7 +390,7 @@ def run(args) -> dict:
                        "scores": {h: [[r["id"], r.get("verify_score")] for r in ms["synapse"]]
                                   for h, ms in by_half.items() if h != "fresh"}}
     return {"benchmark": "agent_use", "missing": missing, "modes": modes,
-            "consolidated": args.consolidate, "as_of_field": args.as_of_field,
+            "consolidated": args.consolidate, "shared": args.shared, "as_of_field": args.as_of_field,
             "targets": {k: f"{op} {b}" for k, (op, b) in TARGETS.items()},
             "data": data, "results": results, "per_conversation": per_conv,
             "failures": dict(failures), **({"verify": verify_info} if verify_info else {})}
@@ -377,11 +413,18 @@ def main():
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a RecallConfig field for the synapse mode (repeatable), e.g. "
                         "lambda_superseded=0.3")
+    p.add_argument("--shared", choices=("tagged", "untagged"),
+                   help="every conversation in one store (a big store): tagged = each line "
+                        "carries user:<name> and each question is recalled with that tag "
+                        "(a multi-user store); untagged = no tags, no filter (one agent's "
+                        "memory of many chats)")
     p.add_argument("--verify", action="store_true",
                    help="also score the second rejection stage (recall --verify's local model)")
     p.add_argument("--model", help="with --verify: this GGUF instead of the configured one")
     p.add_argument("--out", help="also write the JSON here")
     args = p.parse_args()
+    if args.shared and (args.consolidate or args.stores):
+        p.error("--shared builds its own store: not with --consolidate or --stores")
     args.settings = parse_settings(args.set)
     t = time.perf_counter()
     out = run(args)

@@ -4,7 +4,8 @@
                                [--tune bench/out/locomo_tune.json] [--out docs/RESULTS.md]
 
 Inputs: the output of bench/quality/locomo_recall.py (every mode and ablation in one run, the gate
-calibration) and, when present, of bench/quality/agent_use.py (fresh and --consolidate),
+calibration) and, when present, of bench/quality/agent_use.py (fresh, --consolidate and
+--shared tagged / untagged),
 bench/quality/consolidation_recall.py (default and a bigger model) and bench/tune/locomo_tune.py
 (the sweep behind the recall defaults).
 """
@@ -241,26 +242,35 @@ HALVES = {"tune": "tuned on", "tune2": "tuned on (written 2026-11-27, tuned on f
           "heldout": "held out", "fresh": "fresh (written after the tuning, never looked at)"}
 
 
-def agent_section(a: dict, cons: dict | None) -> list[str]:
+SHARED = {"tagged": "one store for all, tagged per user", "untagged": "one store for all, no tags"}
+
+
+def agent_section(a: dict, cons: dict | None, shared: list[dict]) -> list[str]:
     """Issue 17's agent-use suite: every half, every mode of one run; the consolidated stores'
-    synapse rows from a second run when given."""
+    synapse rows from a second run, and every mode of the --shared runs, when given."""
     L = ["## Agent use (bench/quality/agent_use.py)", "",
          f"Command: `{a['command']}`, {a['seconds']} s. Conversations written for this project "
          "(bench/quality/agent_use/README.md); the tune half is what the settings were chosen "
          "on. Targets: " + ", ".join(f"{k} {v}" for k, v in a["targets"].items()) + ".", ""]
-    rows = []
-    for half, modes in a["results"].items():
-        for mode, r in modes.items():
-            rows.append([f"{HALVES.get(half, half)}", mode,
-                         *[r[k]["share"] if r[k]["n"] else None for k in AGENT]])
+
+    def rows_of(run: dict, suffix: str, modes=None) -> list[list]:
+        return [[f"{HALVES.get(half, half)}", mode + suffix,
+                 *[r[k]["share"] if r[k]["n"] else None for k in AGENT]]
+                for half, ms in run["results"].items() for mode, r in ms.items()
+                if modes is None or mode in modes]
+
+    rows = rows_of(a, "")
     if cons is not None:
-        for half, modes in cons["results"].items():
-            r = modes["synapse"]
-            rows.append([f"{HALVES.get(half, half)}", "synapse, consolidated",
-                         *[r[k]["share"] if r[k]["n"] else None for k in AGENT]])
+        rows += rows_of(cons, ", consolidated", ("synapse",))
+    for run in shared:
+        rows += rows_of(run, f", {SHARED[run['shared']]}")
     L += table(["half", "mode", *AGENT_HEAD], rows)
     if cons is not None:
         L += [f"Consolidated: `{cons['command']}`.", ""]
+    for run in shared:
+        L += [f"{SHARED[run['shared']].capitalize()}: `{run['command']}`, {run['seconds']} s "
+              "(every conversation in one store; \"now\" one day after the last turn of all).",
+              ""]
     return L
 
 
@@ -427,6 +437,9 @@ def main():
     p.add_argument("--cons", default=str(ROOT / "bench" / "out" / "locomo_recall_cons.json"))
     p.add_argument("--agent", default=str(ROOT / "bench" / "out" / "agent_use.json"))
     p.add_argument("--agent-cons", default=str(ROOT / "bench" / "out" / "agent_use_cons.json"))
+    p.add_argument("--agent-shared", nargs="*",
+                   default=[str(ROOT / "bench" / "out" / f"agent_use_shared_{t}.json")
+                            for t in ("tagged", "untagged")])
     p.add_argument("--consolidation",
                    default=str(ROOT / "bench" / "out" / "consolidation_recall.json"))
     p.add_argument("--consolidation-bigger",
@@ -447,7 +460,8 @@ def main():
         return json.loads(Path(path).read_text()) if Path(path).exists() else None
 
     if Path(args.agent).exists():
-        L += agent_section(load(args.agent), load(args.agent_cons))
+        L += agent_section(load(args.agent), load(args.agent_cons),
+                           [load(f) for f in args.agent_shared if Path(f).exists()])
     if Path(args.consolidation).exists():
         L += consolidation_section(load(args.consolidation), load(args.consolidation_bigger))
     if Path(args.cons).exists():

@@ -359,7 +359,7 @@ def _bridge(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig, que
                          lambda n: is_speaker(store, arrays, n, cfg.tags))
     if names is None:
         return top, scores
-    lexical = _bm25(store, names, arrays, np.isfinite(sig.sim), cfg.until_ms)
+    lexical = _bm25(store, names, arrays, np.isfinite(sig.sim), cfg.until_ms, tags=cfg.tags)
     best = float(lexical.max()) if len(lexical) else 0.0
     if best <= 0:
         return top, scores
@@ -478,7 +478,8 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
                              depth_ids.tolist()))
             verdict = attribution.check(
                 query, a_bodies, lambda q: _word_scores(store, q, depth_ids, arrays,
-                                                        cfg.until_ms, cfg.variant_weight),
+                                                        cfg.until_ms, cfg.variant_weight,
+                                                        cfg.tags),
                 cfg.attribution_depth, cfg.tau_attribution, order, cfg.restatements,
                 cfg.attribution_content, cfg.addressed, cfg.mentioned,
                 **({"tokenize": bm25_open(store, arrays.cache).tokenize}
