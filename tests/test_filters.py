@@ -209,6 +209,36 @@ def test_bm25_statistics_under_a_tag_are_the_users(tmp_path):
     assert dict(typed)[1] != dict(ranked(shared, "bm25", tags=["user:a"]))[1]
 
 
+def test_one_recaller_serving_users_in_turn_ranks_as_a_fresh_one(tmp_path):
+    """The BM25 statistics of the last few scopes are kept on the index (BM25Index.set_live
+    with a key): a server answering users, times and the whole store in turn must rank each
+    exactly as a recall that starts from nothing, also after new memories arrive."""
+    items = [{"text": t, "tags": [f"user:{u}"], "timestamp": T0 + i * DAY}
+             for i, (u, t) in enumerate([
+                 ("a", "dentist appointment tuesday"), ("a", "green tea morning"),
+                 ("a", "dentist call back appointment"), ("b", "dentist floss"),
+                 ("b", "standup moved"), ("b", "dentist dentist again"),
+                 ("b", "dry cleaning friday"), ("a", "bike repair shop")])]
+    store = str(tmp_path / "s")
+    api.ingest(items, store=store, embedder=EMB)
+    turns = [dict(tags=["user:a"]), dict(tags=["USER:B "]), dict(tags=["user:a"], mode="bm25"),
+             dict(), dict(until_ms=T0 + 3 * DAY), dict(tags=["user:a"], until_ms=T0 + 3 * DAY),
+             dict(tags=["user:b"], mode="hybrid"), dict(tags=["user:a"])]
+
+    def ranked(r, **kw):
+        out = r.recall("dentist appointment", touch=False, gate=False, **kw)
+        return [(x["id"], x["signals"]["bm25"]) for x in out["results"]]
+
+    with api.Recaller(store, embedder=EMB) as server:
+        for round_ in range(2):
+            for kw in turns:
+                with api.Recaller(store, embedder=EMB) as fresh:
+                    assert ranked(server, **kw) == ranked(fresh, **kw), (round_, kw)
+            api.ingest([{"text": "dentist moved my appointment to friday",
+                         "tags": ["user:a"], "timestamp": T0 + 9 * DAY}],
+                       store=store, embedder=EMB)
+
+
 def test_a_tagged_gate_and_similarity_never_depend_on_another_users_records(tmp_path):
     """The identifier check used the whole store's words (user:a learned that "777" is in
     someone's memories: INC-777 and INC-778 were refused differently), the speaker check the

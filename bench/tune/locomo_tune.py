@@ -117,7 +117,7 @@ def load_conv(conv: dict, variant: str, embedder) -> Conv:
             passed = np.isfinite(s)
             sim[i] = np.where(passed, s, -1.0)
             dec[i] = d
-            bm[i] = _bm25(store, q, arrays.ids, passed, arrays.cache)
+            bm[i] = _bm25(store, q, arrays, passed, tags=())
         imp = np.asarray(im, np.float32)
         np.savez(sfile, sim=sim, bm25=bm, decay=dec, imp=imp)
     pr = np.zeros(n, np.float32)

@@ -34,48 +34,47 @@ class Signals:
     graph: tuple | None = None            # (indptr, indices, weights, types) the wave ran on
 
 
-def _bm25_index(store: Store, arrays: graphview.RecallArrays, until_ms: int | None = None,
-                tags=()):
+def _bm25_index(store: Store, arrays: graphview.RecallArrays, until_ms: int | None, *, tags):
     """The store's BM25 index, opened once per snapshot (its cache lives on the RecallArrays),
     its statistics (df, document count, avgdl) over the records a recall may see: every live
     record (not in the trash, not archived) formed by `until_ms` (None: now), as `--as-of`
     asks, and carrying every one of `tags`. A tag is how users are kept apart, so a tagged
-    recall in a shared store ranks exactly as the same user's own store would: with the
-    statistics of the whole store, another user's records moved the IDF of every word
-    (agent-use, every conversation in one store: top-10 0.961 -> 0.922 on the tune half, and
-    equal to separate stores once they were the user's; bench/quality/agent_use.py --shared
-    tagged). The same holds for a tiny scope as for a tiny store: rank-bm25's IDF of a word in
-    half of a user's two memories is 0. A type or `--since` filter only chooses what is
-    returned and keeps the statistics."""
+    recall in a shared store ranks exactly as the user's own store would; with the whole
+    store's statistics another user's records moved every IDF (bench/quality/agent_use.py
+    --shared tagged). A tiny scope is then as degenerate as a tiny store: rank-bm25 gives a
+    word in half of the live documents IDF 0. A type or `--since` filter only chooses what is
+    returned and keeps the statistics of the rest."""
     from store_format.tags import normalize_tag
 
     from ..filters import tag_mask
 
     cache = arrays.cache
     index = bm25_open(store, cache)
-    scope = frozenset(normalize_tag(t) for t in tags) - {""}
-    if cache.get("bm25_live", ()) != (until_ms, scope):
+    # the live set is named by what chooses it; the index keeps the last few, so recalls that
+    # alternate between users or times recompute nothing
+    key = (until_ms, frozenset(normalize_tag(t) for t in tags) - {""})
+    if cache.get("bm25_live", ()) != key and not index.restore_live(key):
         dead = fl.is_tombstone(arrays.flags)
         if arrays.dormant is not None:
             dead = dead | arrays.dormant
         if until_ms is not None:
             dead = dead | (arrays.timestamps > until_ms)
-        if scope:
-            dead = dead | ~tag_mask(store, scope, cache)
-        index.set_live(arrays.ids[~dead].tolist() if dead.any() else None)
-        cache["bm25_live"] = (until_ms, scope)
+        if key[1]:
+            dead = dead | ~tag_mask(store, key[1], cache)
+        index.set_live(arrays.ids[~dead] if dead.any() else None, key)
+    cache["bm25_live"] = key
     return index
 
 
 def _bm25(store: Store, query: str, arrays: graphview.RecallArrays, passed: np.ndarray,
-          until_ms: int | None = None, variant_weight: float = 0.0, tags=()) -> np.ndarray:
+          until_ms: int | None = None, variant_weight: float = 0.0, *, tags) -> np.ndarray:
     """BM25 score per record position (0 for records without postings or filtered out), with
     the statistics of `until_ms` and `tags` (_bm25_index); `variant_weight`: see
     BM25Index.scores."""
     ids, cache = arrays.ids, arrays.cache
     if store.manifest.bm25 is None:
         return np.zeros(len(ids), np.float64)
-    index = _bm25_index(store, arrays, until_ms, tags)
+    index = _bm25_index(store, arrays, until_ms, tags=tags)
     docs, scores = index.scores(query, live_only=False,  # dead documents score 0
                                 variant_weight=variant_weight)
     if "bm25_pos" not in cache:  # document -> record position, once per snapshot
@@ -101,8 +100,8 @@ def _norm(x: np.ndarray) -> np.ndarray:
 
 
 def _word_scores(store: Store, query: str, record_ids: np.ndarray, arrays: graphview.RecallArrays,
-                 until_ms: int | None, variant_weight: float,
-                 tags=()) -> tuple[list[str], np.ndarray]:
+                 until_ms: int | None, variant_weight: float, *,
+                 tags) -> tuple[list[str], np.ndarray]:
     """Each query word's BM25 share for each of `record_ids` (BM25Index.word_scores), with
     the statistics of `until_ms` and `tags` (_bm25_index)."""
     if store.manifest.bm25 is None:
@@ -110,8 +109,8 @@ def _word_scores(store: Store, query: str, record_ids: np.ndarray, arrays: graph
 
         words = sorted(set(tokenize(query)))
         return words, np.zeros((len(words), len(record_ids)))
-    return _bm25_index(store, arrays, until_ms, tags).word_scores(query, record_ids,
-                                                                   variant_weight)
+    return _bm25_index(store, arrays, until_ms, tags=tags).word_scores(query, record_ids,
+                                                                        variant_weight)
 
 
 def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
@@ -130,7 +129,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
         sim[arrays.dormant] = -np.inf
     passed = np.isfinite(sim)
     bm25 = (_bm25(store, query, arrays, passed, cfg.until_ms,
-                  cfg.variant_weight if cfg.mode == "synapse" else 0.0, cfg.tags)
+                  cfg.variant_weight if cfg.mode == "synapse" else 0.0, tags=cfg.tags)
             if cfg.mode != "vector" else np.zeros(len(sim)))
     n = len(sim)
     act = np.zeros(n, np.float32)

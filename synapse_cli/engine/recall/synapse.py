@@ -479,7 +479,7 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
             verdict = attribution.check(
                 query, a_bodies, lambda q: _word_scores(store, q, depth_ids, arrays,
                                                         cfg.until_ms, cfg.variant_weight,
-                                                        cfg.tags),
+                                                        tags=cfg.tags),
                 cfg.attribution_depth, cfg.tau_attribution, order, cfg.restatements,
                 cfg.attribution_content, cfg.addressed, cfg.mentioned,
                 **({"tokenize": bm25_open(store, arrays.cache).tokenize}
