@@ -127,24 +127,6 @@ def test_live_mask_equals_rank_bm25_on_live_docs(tmp_path):
     assert len(index) == len(CORPUS) + 1
 
 
-def test_kept_live_sets_come_back_until_documents_are_added(tmp_path):
-    """set_live(ids, key) keeps the statistics under key; restore_live(key) makes them current
-    again (as set_live would), the least recently used set goes first, and an append forgets
-    them all (their live masks do not cover the new documents)."""
-    index, _ = _build(tmp_path, CORPUS)
-    index.set_live([1, 2, 4], key="a")
-    a = index.scores("the cat")
-    index.set_live([3, 5, 6, 7], key="b")
-    assert index.restore_live("a")
-    for got, want in zip(index.scores("the cat"), a):
-        np.testing.assert_array_equal(got, want)
-    for k in range(BM25Index.KEPT_LIVE_SETS - 1):  # "b" is now the least recently used
-        index.set_live([1 + k % len(CORPUS)], key=k)
-    assert index.restore_live("a") and not index.restore_live("b")
-    index.add([8], ["a new cat"])
-    assert not index.restore_live("a")
-
-
 def test_top_k(tmp_path):
     index, _ = _build(tmp_path, CORPUS)
     ids, s = index.scores("the cat dog")

@@ -210,9 +210,9 @@ def test_bm25_statistics_under_a_tag_are_the_users(tmp_path):
 
 
 def test_one_recaller_serving_users_in_turn_ranks_as_a_fresh_one(tmp_path):
-    """The BM25 statistics of the last few scopes are kept on the index (BM25Index.set_live
-    with a key): a server answering users, times and the whole store in turn must rank each
-    exactly as a recall that starts from nothing, also after new memories arrive."""
+    """The BM25 statistics follow the scope of each recall (signals._bm25_index keeps one live
+    set per snapshot): a server answering users, times and the whole store in turn must rank
+    each exactly as a recall that starts from nothing, also after new memories arrive."""
     items = [{"text": t, "tags": [f"user:{u}"], "timestamp": T0 + i * DAY}
              for i, (u, t) in enumerate([
                  ("a", "dentist appointment tuesday"), ("a", "green tea morning"),

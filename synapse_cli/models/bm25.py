@@ -320,7 +320,6 @@ class BM25Index:
         self._dead = np.zeros(0, dtype=np.uint64)
         self._csr = None  # (record_ids, doc_len, post_term, post_doc, indptr, csr_doc, csr_tf)
         self._stats = None  # (live, doc_norm, idf) for the current live set
-        self._kept = {}  # key -> (dead, stats) of the last KEPT_LIVE_SETS keyed live sets
         self._append_only = False
 
     # ---- persistence
@@ -425,7 +424,6 @@ class BM25Index:
         self._blocks.extend(blocks)
         self._committed = dict(c, vocab_bytes=c_vocab, log_bytes=c_log)
         self._csr = self._stats = None
-        self._kept.clear()
         return self.committed
 
     def _postings_of(self, ids, texts, first_new, new_terms):
@@ -468,16 +466,11 @@ class BM25Index:
 
     # ---- live set
 
-    # how many keyed live sets keep their statistics: a server answering a few users in turn
-    # recomputes none of them (each costs passes over every document and posting)
-    KEPT_LIVE_SETS = 8
-
-    def set_live(self, live_record_ids: Iterable[int] | None, key=None) -> None:
+    def set_live(self, live_record_ids: Iterable[int] | None) -> None:
         """Restrict scoring to these record ids (None: every indexed record is live).
 
         df, the document count and avgdl are recomputed over the live documents, exactly as if
-        rank-bm25 had been built on them alone. Documents added later are live. With `key`
-        (any hashable name for this live set), the statistics are kept for restore_live(key).
+        rank-bm25 had been built on them alone. Documents added later are live.
         """
         if live_record_ids is None:
             self._dead = np.zeros(0, dtype=np.uint64)
@@ -487,20 +480,6 @@ class BM25Index:
                 live_record_ids = list(live_record_ids)
             self._dead = rec[~np.isin(rec, np.asarray(live_record_ids, dtype=np.uint64))]
         self._stats = None
-        if key is not None:
-            self._kept.pop(key, None)
-            if len(self._kept) >= self.KEPT_LIVE_SETS:
-                del self._kept[next(iter(self._kept))]  # the least recently used
-            self._kept[key] = (self._dead, self._live_stats())
-
-    def restore_live(self, key) -> bool:
-        """Make the live set kept under `key` (set_live) current again; False when none is
-        kept (never set, pushed out, or documents were appended since)."""
-        if key not in self._kept:
-            return False
-        self._kept[key] = self._kept.pop(key)  # now the most recently used
-        self._dead, self._stats = self._kept[key]
-        return True
 
     # ---- in-memory postings
 

@@ -50,10 +50,8 @@ def _bm25_index(store: Store, arrays: graphview.RecallArrays, until_ms: int | No
 
     cache = arrays.cache
     index = bm25_open(store, cache)
-    # the live set is named by what chooses it; the index keeps the last few, so recalls that
-    # alternate between users or times recompute nothing
     key = (until_ms, frozenset(normalize_tag(t) for t in tags) - {""})
-    if cache.get("bm25_live", ()) != key and not index.restore_live(key):
+    if cache.get("bm25_live", ()) != key:
         dead = fl.is_tombstone(arrays.flags)
         if arrays.dormant is not None:
             dead = dead | arrays.dormant
@@ -61,8 +59,8 @@ def _bm25_index(store: Store, arrays: graphview.RecallArrays, until_ms: int | No
             dead = dead | (arrays.timestamps > until_ms)
         if key[1]:
             dead = dead | ~tag_mask(store, key[1], cache)
-        index.set_live(arrays.ids[~dead] if dead.any() else None, key)
-    cache["bm25_live"] = key
+        index.set_live(arrays.ids[~dead] if dead.any() else None)
+        cache["bm25_live"] = key
     return index
 
 
