@@ -459,9 +459,12 @@ def main():
     def load(path: str) -> dict | None:
         return json.loads(Path(path).read_text()) if Path(path).exists() else None
 
+    shared = [(f, load(f)) for f in args.agent_shared if Path(f).exists()]
+    for f, run in shared:
+        if run.get("shared") not in SHARED:
+            raise SystemExit(f"--agent-shared {f}: not the output of agent_use.py --shared")
     if Path(args.agent).exists():
-        L += agent_section(load(args.agent), load(args.agent_cons),
-                           [load(f) for f in args.agent_shared if Path(f).exists()])
+        L += agent_section(load(args.agent), load(args.agent_cons), [r for _, r in shared])
     if Path(args.consolidation).exists():
         L += consolidation_section(load(args.consolidation), load(args.consolidation_bigger))
     if Path(args.cons).exists():
