@@ -239,6 +239,30 @@ def test_one_recaller_serving_users_in_turn_ranks_as_a_fresh_one(tmp_path):
                        store=store, embedder=EMB)
 
 
+def test_the_gates_vocabulary_is_what_the_recall_may_see(tmp_path):
+    """An identifier first mentioned after --as-of, or only by a trashed record, is unknown to
+    the topic check, as in a store that never held it: the gate's answer must not tell that a
+    later or forgotten memory mentions it (found by a helper: the vocabulary counted both)."""
+    day = 24 * 3600 * 1000
+    items = [{"text": "INC-412 root cause was a full disk on the replica.", "timestamp": T0},
+             {"text": "The on-call rotation starts Monday.", "timestamp": T0 + 3600_000},
+             {"text": "INC-415 root cause was an expired TLS certificate.",
+              "timestamp": T0 + 19 * day}]
+    full, early = str(tmp_path / "full"), str(tmp_path / "early")
+    api.ingest(items, store=full, embedder=EMB)
+    api.ingest(items[:2], store=early, embedder=EMB)
+
+    def ask(store, **kw):
+        out = api.recall("What was the root cause of INC-415?", store=store, embedder=EMB,
+                         touch=False, **kw)
+        return out["rejected"], out.get("topic")
+
+    assert ask(early)[0]
+    assert ask(full, until_ms=T0 + 9 * day) == ask(early)
+    api.prune(store=full, ids=[3])
+    assert ask(full) == ask(early)
+
+
 def test_a_tagged_gate_and_similarity_never_depend_on_another_users_records(tmp_path):
     """The identifier check used the whole store's words (user:a learned that "777" is in
     someone's memories: INC-777 and INC-778 were refused differently), the speaker check the

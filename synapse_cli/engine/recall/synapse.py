@@ -399,9 +399,17 @@ def _topic_gate(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig,
     best = top[: cfg.attribution_depth]
     # read only when a check needs them, and once for every check
     vectors = functools.cache(lambda: graphview.unit_vectors(store, best))
-    # under a tag filter the words known are those of the records it lets through: whether the
-    # gate knows a word or an identifier never tells one user what another's memories say
-    within = arrays.ids[tag_mask(store, cfg.tags, arrays.cache)] if cfg.tags else None
+    # the words known are those of the records this recall may see, as for BM25: under a tag
+    # filter the user's (whether the gate knows a word never tells one user what another's
+    # memories say), at --as-of what had been said by then, never a trashed or archived one's
+    visible = ~fl.is_tombstone(arrays.flags)
+    if arrays.dormant is not None:
+        visible &= ~arrays.dormant
+    if cfg.until_ms is not None:
+        visible &= arrays.timestamps <= cfg.until_ms
+    if cfg.tags:
+        visible &= tag_mask(store, cfg.tags, arrays.cache)
+    within = None if visible.all() else arrays.ids[visible]
     unknown = unknown_topic(query, index, embed, vectors, cfg.topic_sim, within)
     if unknown is None and cfg.topic_cover:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
