@@ -166,7 +166,8 @@ def _compact(store_dir, m: mf.Manifest, transform_body: BodyTransform | None = N
                 off, length = int(r.payload_offsets[row]), int(r.payload_lengths[row])
                 body = old.read(off, length, rid)  # checks CRC, length and owner
                 if _index_fields(body):  # an ingested record: its index entry
-                    ingested[rid] = (body["md5"], body.get("session"), body.get("source"))
+                    ingested[rid] = (body["md5"], body.get("session"), body.get("source"),
+                                     body.get("tags") or (), body.get("speaker"))
                 new = transform_body(rid, body) if transform_body is not None else None
                 if new is not None and new != body:
                     blob = pack_entry(rid, new)

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import entrylog, fileheader
 from .errors import InvalidRecord
+from .tags import normalize_tag
 
 NAME = "ingest.idx"
 MAGIC = b"SYNINGST"
@@ -22,13 +23,25 @@ ENTRY_DTYPE = np.dtype([("md5", "V16"), ("record_id", "<u8"), ("session", "<u8")
 assert ENTRY_DTYPE.itemsize == 40
 
 
-def session_key(session: str | None, source: str | None) -> int:
+def session_key(session: str | None, source: str | None, tags=(),
+                speaker: str | None = None) -> int:
+    """The chain a record joins (FORMAT.md 12): its session, else its source, and its own tags
+    (normalised; not the speaker:, session: and source: tags ingest adds). Records of one
+    session with different tags are different users' or agents': a chain through another
+    user's records would cut a tagged recall's chain apart at every one of them (a tag filter
+    is a wall), and so let what another user stored move this user's activation. A record
+    without tags has the key of the name alone, as before tags counted. 0: no chain."""
     if session:
         key = "session:" + session
     elif source:
         key = "source:" + source
     else:
         return 0
+    added = {normalize_tag(f"{k}:{v}") for k, v in
+             (("speaker", speaker), ("session", session), ("source", source)) if v}
+    own = sorted({normalize_tag(t) for t in tags} - added - {""})
+    if own:
+        key += "\0" + "\0".join(own)
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little")
 
 

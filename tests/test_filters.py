@@ -239,6 +239,40 @@ def test_one_recaller_serving_users_in_turn_ranks_as_a_fresh_one(tmp_path):
                        store=store, embedder=EMB)
 
 
+def test_two_users_under_one_session_name_are_two_chains(tmp_path):
+    """Ana's and Bob's turns interleaved under one session name: ingest linked each to the
+    previous turn of the session whoever it was, so Ana's records were joined only through
+    Bob's, her tag filter cut every link, and her confidence fell from 0.98 to 0.24 (found by
+    a hostile-user helper). Each user's records now form their own chain, also after
+    compaction rebuilds the ingest index and a later ingest continues it."""
+    def turn(i, who, text):
+        return {"text": text, "speaker": who, "session": "2026-06-02",
+                "timestamp": T0 + i * 1800_000, "tags": [f"user:{who}"]}
+
+    ana = [(0, "I'm vegetarian, no fish either."), (2, "We moved the team offsite to Sintra."),
+           (4, "Book a restaurant with good salads for the offsite dinner."),
+           (5, "Standup is at 9:30 every weekday.")]
+    bob = [(1, "My cat sleeps all day."), (3, "Lunch was ramen again."),
+           (6, "The printer on floor 2 is broken.")]
+    mine = [turn(i, "ana", t) for i, t in ana]
+    both = sorted(mine + [turn(i, "bob", t) for i, t in bob], key=lambda x: x["timestamp"])
+    shared, own = str(tmp_path / "shared"), str(tmp_path / "own")
+    api.ingest(both, store=shared, embedder=EMB)
+    api.ingest(mine, store=own, embedder=EMB)
+
+    def answer(store, q):
+        out = api.recall(q, store=store, embedder=EMB, tags=["user:ana"], touch=False)
+        return (out["rejected"], out["confidence"],
+                [(r["text"], r["score"]) for r in out["results"]])
+
+    for q in ("What should I eat?", "Where is the team offsite?", "dinner plans"):
+        assert answer(shared, q) == answer(own, q), q
+    api.prune(store=shared, ids=[2], compact=True)  # a Bob record: the index is rebuilt
+    api.ingest([turn(7, "ana", "The offsite dinner is at 8pm.")], store=shared, embedder=EMB)
+    api.ingest([turn(7, "ana", "The offsite dinner is at 8pm.")], store=own, embedder=EMB)
+    assert answer(shared, "When is the offsite dinner?") == answer(own, "When is the offsite dinner?")
+
+
 def test_the_gates_vocabulary_is_what_the_recall_may_see(tmp_path):
     """An identifier first mentioned after --as-of, or only by a trashed record, is unknown to
     the topic check, as in a store that never held it: the gate's answer must not tell that a
@@ -273,8 +307,13 @@ def test_a_tagged_gate_and_similarity_never_depend_on_another_users_records(tmp_
           "speaker": "Ann", "tags": ["user:a"], "timestamp": T0, "session": "s1"},
          {"text": "We fixed the login bug on Monday.", "speaker": "Ann", "tags": ["user:a"],
           "timestamp": T0 + 60_000, "session": "s1"}]
-    b = [{"text": "Ticket INC-777 is about the secret merger with Globex.", "speaker": "Mal",
-          "tags": ["user:b"], "timestamp": T0 + 120_000, "session": "s1"}]
+    # three of b's: a chain of its own (two users' records under one session name are two
+    # chains) whose middle record outranks a's in PageRank, which the last check needs
+    b = [{"text": t, "speaker": "Mal", "tags": ["user:b"], "timestamp": T0 + (2 + i) * 60_000,
+          "session": "s1"}
+         for i, t in enumerate(["Ticket INC-777 is about the secret merger with Globex.",
+                                "The merger call is on Friday.",
+                                "Globex wants the numbers by noon."])]
     both, alone = str(tmp_path / "both"), str(tmp_path / "alone")
     api.ingest(a + b, store=both, embedder=EMB)
     api.ingest(a, store=alone, embedder=EMB)

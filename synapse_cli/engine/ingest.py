@@ -3,7 +3,8 @@
 Order of work: deduplicate by MD5 (against the store's ingest index and within the input),
 embed what is new, drop off-goal items (seed 003 gating), tag utility (importance, surprise,
 emotion), append records + payload, temporal edges to the previous record of the same session
-or source (seed 000), BM25 postings and the ingest index; then one manifest commit. A crash
+or source and the same tags (seed 000; ingest_index.session_key), BM25 postings and the ingest
+index; then one manifest commit. A crash
 before the commit leaves the store as it was.
 """
 from __future__ import annotations
@@ -316,7 +317,7 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
     sessions = []
     for rid, (slot, item, digest) in zip(ids, fresh):
         result.outcomes[slot].id = rid
-        key = ix.session_key(item.session, item.source)
+        key = ix.session_key(item.session, item.source, item.tags, item.speaker)
         sessions.append(key)
         if key:
             prev = last_of_session.get(key)

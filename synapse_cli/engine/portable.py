@@ -530,7 +530,8 @@ def _stage_ingest_index(w: StoreWriter, recs: list[dict]) -> None:
     ix.create(path)
     e = ix.make_entries([bytes.fromhex(r["extra"]["md5"]) for r in keep],
                         [r["id"] for r in keep],
-                        [ix.session_key(r.get("session"), r.get("source")) for r in keep])
+                        [ix.session_key(r.get("session"), r.get("source"), r.get("tags") or (),
+                                        r.get("speaker")) for r in keep])
     w.stage(ingest={"file": ix.NAME, "entries": ix.append(path, 0, e)})
 
 
