@@ -45,10 +45,11 @@ def strings(value, name: str) -> tuple[str, ...]:
 
 def tags(value, name: str = "tags") -> tuple[str, ...]:
     """A tag filter: a list of non-empty tags of valid text (inputs._text: no NUL, no lone
-    surrogate), none a bare "speaker:", "session:" or "source:" (which would match nothing)."""
+    surrogate), none a bare "speaker:", "session:" or "source:" nor longer than any record's
+    tag can be (inputs.MAX_TAG, plus the prefix for those): such a filter would match nothing."""
     from store_format.tags import normalize_tag
 
-    from .inputs import RESERVED_TAG_PREFIXES, InputError, _text
+    from .inputs import MAX_TAG, RESERVED_TAG_PREFIXES, InputError, _text
 
     out = strings(value, name)
     for t in out:
@@ -60,6 +61,11 @@ def tags(value, name: str = "tags") -> tuple[str, ...]:
             raise ConfigError(f"{name}: empty tag", usage=True)
         if normalize_tag(t) in RESERVED_TAG_PREFIXES:
             raise ConfigError(f"{name} {t!r}: no name after the colon", usage=True)
+        prefix = next((p for p in RESERVED_TAG_PREFIXES if normalize_tag(t).startswith(p)), "")
+        if len(t) > MAX_TAG + len(prefix):
+            raise ConfigError(f"{name}: a tag of {len(t)} characters (at most "
+                              f"{MAX_TAG + len(prefix)}: no record carries a longer one)",
+                              usage=True)
     return out
 
 
