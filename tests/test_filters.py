@@ -270,18 +270,18 @@ def test_two_users_under_one_session_name_are_two_chains(tmp_path):
     api.prune(store=shared, ids=[2], compact=True)  # a Bob record: the index is rebuilt
     api.ingest([turn(7, "ana", "The offsite dinner is at 8pm.")], store=shared, embedder=EMB)
     api.ingest([turn(7, "ana", "The offsite dinner is at 8pm.")], store=own, embedder=EMB)
-    assert answer(shared, "When is the offsite dinner?") == answer(own, "When is the offsite dinner?")
+    q = "When is the offsite dinner?"
+    assert answer(shared, q) == answer(own, q)
 
 
 def test_the_gates_vocabulary_is_what_the_recall_may_see(tmp_path):
     """An identifier first mentioned after --as-of, or only by a trashed record, is unknown to
     the topic check, as in a store that never held it: the gate's answer must not tell that a
     later or forgotten memory mentions it (found by a helper: the vocabulary counted both)."""
-    day = 24 * 3600 * 1000
     items = [{"text": "INC-412 root cause was a full disk on the replica.", "timestamp": T0},
              {"text": "The on-call rotation starts Monday.", "timestamp": T0 + 3600_000},
              {"text": "INC-415 root cause was an expired TLS certificate.",
-              "timestamp": T0 + 19 * day}]
+              "timestamp": T0 + 19 * DAY}]
     full, early = str(tmp_path / "full"), str(tmp_path / "early")
     api.ingest(items, store=full, embedder=EMB)
     api.ingest(items[:2], store=early, embedder=EMB)
@@ -292,7 +292,7 @@ def test_the_gates_vocabulary_is_what_the_recall_may_see(tmp_path):
         return out["rejected"], out.get("topic")
 
     assert ask(early)[0]
-    assert ask(full, until_ms=T0 + 9 * day) == ask(early)
+    assert ask(full, until_ms=T0 + 9 * DAY) == ask(early)
     api.prune(store=full, ids=[3])
     assert ask(full) == ask(early)
 

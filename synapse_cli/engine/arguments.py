@@ -57,11 +57,12 @@ def tags(value, name: str = "tags") -> tuple[str, ...]:
             _text(t, name, name)
         except InputError as exc:
             raise ConfigError(f"{name} {t!r}: {exc.reason}", usage=True) from None
-        if not normalize_tag(t):
+        norm = normalize_tag(t)
+        if not norm:
             raise ConfigError(f"{name}: empty tag", usage=True)
-        if normalize_tag(t) in RESERVED_TAG_PREFIXES:
+        if norm in RESERVED_TAG_PREFIXES:
             raise ConfigError(f"{name} {t!r}: no name after the colon", usage=True)
-        prefix = next((p for p in RESERVED_TAG_PREFIXES if normalize_tag(t).startswith(p)), "")
+        prefix = next((p for p in RESERVED_TAG_PREFIXES if norm.startswith(p)), "")
         if len(t) > MAX_TAG + len(prefix):
             raise ConfigError(f"{name}: a tag of {len(t)} characters (at most "
                               f"{MAX_TAG + len(prefix)}: no record carries a longer one)",

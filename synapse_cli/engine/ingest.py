@@ -4,8 +4,7 @@ Order of work: deduplicate by MD5 (against the store's ingest index and within t
 embed what is new, drop off-goal items (seed 003 gating), tag utility (importance, surprise,
 emotion), append records + payload, temporal edges to the previous record of the same session
 or source and the same tags (seed 000; ingest_index.session_key), BM25 postings and the ingest
-index; then one manifest commit. A crash
-before the commit leaves the store as it was.
+index; then one manifest commit. A crash before the commit leaves the store as it was.
 """
 from __future__ import annotations
 

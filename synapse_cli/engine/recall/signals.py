@@ -34,32 +34,39 @@ class Signals:
     graph: tuple | None = None            # (indptr, indices, weights, types) the wave ran on
 
 
+def visible(store: Store, arrays: graphview.RecallArrays, until_ms: int | None,
+            tags=()) -> np.ndarray:
+    """bool [n]: the records a recall may see, whose words count for its BM25 statistics and
+    its gate's vocabulary: live (not in the trash, not archived), formed by `until_ms` (None:
+    now), as `--as-of` asks, and carrying every one of `tags` (tags are how users are kept
+    apart). A type or `--since` filter only chooses what is returned and is not here."""
+    from ..filters import tag_mask
+
+    seen = ~fl.is_tombstone(arrays.flags)
+    if arrays.dormant is not None:
+        seen &= ~arrays.dormant
+    if until_ms is not None:
+        seen &= arrays.timestamps <= until_ms
+    if tags:
+        seen &= tag_mask(store, tags, arrays.cache)
+    return seen
+
+
 def _bm25_index(store: Store, arrays: graphview.RecallArrays, until_ms: int | None, *, tags):
     """The store's BM25 index, opened once per snapshot (its cache lives on the RecallArrays),
-    its statistics (df, document count, avgdl) over the records a recall may see: every live
-    record (not in the trash, not archived) formed by `until_ms` (None: now), as `--as-of`
-    asks, and carrying every one of `tags`. A tag is how users are kept apart, so a tagged
-    recall in a shared store ranks exactly as the user's own store would; with the whole
-    store's statistics another user's records moved every IDF (bench/quality/agent_use.py
-    --shared tagged). A tiny scope is then as degenerate as a tiny store: rank-bm25 gives a
-    word in half of the live documents IDF 0. A type or `--since` filter only chooses what is
-    returned and keeps the statistics of the rest."""
+    its statistics (df, document count, avgdl) over the records the recall may see (visible).
+    So a tagged recall in a shared store ranks exactly as the user's own store would; with the
+    whole store's statistics another user's records moved every IDF
+    (bench/quality/agent_use.py --shared tagged). A tiny scope is then as degenerate as a tiny
+    store: rank-bm25 gives a word in half of the live documents IDF 0."""
     from store_format.tags import normalize_tag
-
-    from ..filters import tag_mask
 
     cache = arrays.cache
     index = bm25_open(store, cache)
     key = (until_ms, frozenset(normalize_tag(t) for t in tags) - {""})
     if cache.get("bm25_live", ()) != key:
-        dead = fl.is_tombstone(arrays.flags)
-        if arrays.dormant is not None:
-            dead = dead | arrays.dormant
-        if until_ms is not None:
-            dead = dead | (arrays.timestamps > until_ms)
-        if key[1]:
-            dead = dead | ~tag_mask(store, key[1], cache)
-        index.set_live(arrays.ids[~dead] if dead.any() else None)
+        seen = visible(store, arrays, until_ms, key[1])
+        index.set_live(None if seen.all() else arrays.ids[seen])
         cache["bm25_live"] = key
     return index
 

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from store_format import flags as fl
 from store_format import graph_files as gf
 
 from .. import graphview
@@ -36,7 +35,7 @@ from ..filters import tag_mask
 from ..store import Store
 from . import baselines
 from .scan import bm25_open, top as _top
-from .signals import Signals, _bm25, _word_scores, compute_signals, result_row
+from .signals import Signals, _bm25, _word_scores, compute_signals, result_row, visible
 
 if TYPE_CHECKING:
     from .config import RecallConfig
@@ -399,17 +398,11 @@ def _topic_gate(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig,
     best = top[: cfg.attribution_depth]
     # read only when a check needs them, and once for every check
     vectors = functools.cache(lambda: graphview.unit_vectors(store, best))
-    # the words known are those of the records this recall may see, as for BM25: under a tag
-    # filter the user's (whether the gate knows a word never tells one user what another's
-    # memories say), at --as-of what had been said by then, never a trashed or archived one's
-    visible = ~fl.is_tombstone(arrays.flags)
-    if arrays.dormant is not None:
-        visible &= ~arrays.dormant
-    if cfg.until_ms is not None:
-        visible &= arrays.timestamps <= cfg.until_ms
-    if cfg.tags:
-        visible &= tag_mask(store, cfg.tags, arrays.cache)
-    within = None if visible.all() else arrays.ids[visible]
+    # the words known are those of the records this recall may see, as for BM25: whether the
+    # gate knows a word never tells one user what another's memories say, nor what was said
+    # after --as-of or only by a trashed record
+    seen = visible(store, arrays, cfg.until_ms, cfg.tags)
+    within = None if seen.all() else arrays.ids[seen]
     unknown = unknown_topic(query, index, embed, vectors, cfg.topic_sim, within)
     if unknown is None and cfg.topic_cover:
         bodies = store.bodies(arrays.ids[top]) if bodies is None else bodies
