@@ -23,6 +23,16 @@ ENTRY_DTYPE = np.dtype([("md5", "V16"), ("record_id", "<u8"), ("session", "<u8")
 assert ENTRY_DTYPE.itemsize == 40
 
 
+def own_tags(tags, speaker: str | None = None, session: str | None = None,
+             source: str | None = None) -> tuple[str, ...]:
+    """A record's own tags, normalised and sorted: `tags` without the speaker:, session: and
+    source: tags ingest derives from its metadata (those say where it came from, not whose it
+    is)."""
+    added = {normalize_tag(f"{k}:{v}") for k, v in
+             (("speaker", speaker), ("session", session), ("source", source)) if v}
+    return tuple(sorted({normalize_tag(t) for t in tags} - added - {""}))
+
+
 def session_key(session: str | None, source: str | None, tags=(),
                 speaker: str | None = None) -> int:
     """The chain a record joins (FORMAT.md 12): its session, else its source, and its own tags
@@ -37,9 +47,7 @@ def session_key(session: str | None, source: str | None, tags=(),
         key = "source:" + source
     else:
         return 0
-    added = {normalize_tag(f"{k}:{v}") for k, v in
-             (("speaker", speaker), ("session", session), ("source", source)) if v}
-    own = sorted({normalize_tag(t) for t in tags} - added - {""})
+    own = own_tags(tags, speaker, session, source)
     if own:
         key += "\0" + "\0".join(own)
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little")

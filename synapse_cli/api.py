@@ -417,31 +417,40 @@ def migrate(header: int, store=None, *, dry_run: bool = False, lock_timeout: flo
     return plan.as_dict() | {"dry_run": dry_run}
 
 
-def nodes(name: str = "", store=None, *, limit: int = 20) -> list[dict]:
+def nodes(name: str = "", store=None, *, limit: int = 20, within=()) -> list[dict]:
     """Semantic nodes (what consolidation extracted) whose name contains `name`: id, name,
-    type, description and how many episodes mention each; exact names first."""
-    from .engine.arguments import integer
+    type, description and how many episodes mention each; exact names first. `within` (a
+    scope's tags): only the nodes that carry every one of them."""
+    from store_format.tags import normalize_tag
+
+    from .engine.arguments import integer, tags
     from .engine.maintenance.nodes import find
     from .engine.store import read_retrying
 
     if not isinstance(name, str):
         raise ConfigError(f"name={name!r}: expected a string", usage=True)
     limit = integer(limit, "limit", 1)
-    return read_retrying(resolve_store(store), lambda s: find(s, name, limit))
+    within = {normalize_tag(t) for t in tags(within, "within")}
+    return read_retrying(resolve_store(store), lambda s: find(s, name, limit, within))
 
 
-def node(node_id: int, store=None) -> dict:
-    """One semantic node with its relations, linked nodes and the episodes it came from."""
-    from .engine.arguments import record_id
+def node(node_id: int, store=None, *, within=()) -> dict:
+    """One semantic node with its relations, linked nodes and the episodes it came from. With
+    `within` (a scope's tags), a node without every one of them is "no record", and only the
+    linked records that carry them are listed."""
+    from store_format.tags import normalize_tag
+
+    from .engine.arguments import record_id, tags
     from .engine.maintenance.nodes import node as build
     from .engine.store import read_retrying
 
     node_id = record_id(node_id, "node_id")
+    within = {normalize_tag(t) for t in tags(within, "within")}
 
     def one(s):
-        require_records(s, [node_id])
+        require_records(s, [node_id], within)
         try:
-            return build(s, int(node_id))
+            return build(s, int(node_id), within)
         except ValueError as exc:
             raise InputError(f"id {node_id}", str(exc)) from None
     return read_retrying(resolve_store(store), one)

@@ -280,11 +280,6 @@ def build(path: Path, scope: str | None = None):
         widen it."""
         return (*(tags or ()), *fixed)
 
-    def ungraphed(name: str) -> None:
-        if scope:
-            raise ToolError(f"{name}: refused, the server runs with --scope {scope}: the graph's "
-                            "nodes carry no user tag and mix every user's memories (use recall)")
-
     read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
     writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 
@@ -457,23 +452,20 @@ def build(path: Path, scope: str | None = None):
         """Find entities of the memory graph (people, places, things that consolidation
         extracted) whose name contains `name`; exact names first, then the most mentioned.
         Returns {nodes: [{id, name, type, description, mentions}]}; open one with
-        `open_node`. The graph is shared by every user of the store (nodes carry no user
-        tag, and a description quotes what was said): where users must not see each other,
-        start the server with --scope TAG (this tool is then refused), or one store per user.
-        `limit`: 1 to 200."""
-        ungraphed("find_nodes")
+        `open_node`. A node carries the tags that all the memories it was built from share,
+        and its description quotes them: on a server started with --scope TAG only the nodes
+        that carry TAG are found. `limit`: 1 to 200."""
         if not 1 <= limit <= 200:  # as recall's k: an error, not quietly another number
             raise api.InputError("limit", f"{limit}: expected 1 to 200")
-        return {"nodes": api.nodes(name, path, limit=limit)}
+        return {"nodes": api.nodes(name, path, limit=limit, within=fixed)}
 
     @tool(read_only)
     @_errors(ToolError)
     def open_node(id: StrictInt) -> dict:
         """One entity of the memory graph: its description, relations, linked entities and
-        the memories it was extracted from (newest first), every user's (see find_nodes);
-        refused on a server started with --scope TAG."""
-        ungraphed("open_node")
-        return api.node(id, path)
+        the memories it was extracted from (newest first). On a server started with --scope
+        TAG, a node without TAG is "no record" and only linked records with TAG are listed."""
+        return api.node(id, path, within=fixed)
 
     @tool(writes)
     @_errors(ToolError)

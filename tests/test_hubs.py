@@ -50,6 +50,20 @@ def test_hub_edges_go_and_the_rest_stay(few_edges_count):
     assert a.without_hubs(0.5)[1] is indices  # once per snapshot
 
 
+def test_behind_a_wall_hubs_are_counted_among_what_it_lets_through(few_edges_count):
+    """A tag wall that lets through episodes 0, 1 and node 6 (a user's): node 6 links both of
+    that user's episodes, a hub there at share 0.5, though it links 2 of the store's 5. Counted
+    over the whole store, what other users store would decide it."""
+    a = _arrays()
+    within = np.array([True, True, False, False, False, False, True])
+    assert _edges(*graphview.subgraph(a.without_hubs(0.5), within)[:2]) == {
+        (0, 6), (6, 0), (1, 6), (6, 1), (0, 1), (1, 0)}  # the old order: a hub for nobody
+    walled = a.without_hubs(0.5, within)
+    assert _edges(walled[0], walled[1]) == {(0, 1), (1, 0)}
+    assert _edges(*a.without_hubs(1.0, within)[:2]) == _edges(
+        *graphview.subgraph(a.without_hubs(1.0), within)[:2])
+
+
 def test_a_hub_no_longer_carries_activation_to_unrelated_episodes(few_edges_count):
     a = _arrays()
     kw = dict(alpha=1.0, S=0.8, delta=0.5, rho=0.0, beta=0.0, M=7, gamma=5.0, theta=0.5, T=3,

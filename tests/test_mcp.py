@@ -746,27 +746,40 @@ def test_scope_record_resource_hides_another_users_record(tmp_path):
     assert "no record with this id" in bobs
 
 
-def test_scope_refuses_the_graph_tools_and_allows_consolidate(tmp_path):
+def test_scope_graph_tools_show_the_scopes_nodes_and_consolidate_its_count(tmp_path):
     store = tmp_path / "s"
     two_users(store)
+    from synapse_cli import api
 
-    async def calls(c):
-        consolidated = data(await c.call_tool("consolidate", {"max_seconds": 120}))
-        record = json.loads((await c.read_resource("synapse://record/1")).contents[0].text)
-        return (await c.call_tool("find_nodes", {"name": ""}),
-                await c.call_tool("open_node", {"id": 4}), consolidated, record)
-    found, opened, consolidated, record = as_ana(store, calls)
-    assert "refused" in error(found) and "--scope user:ana" in error(found)
-    assert "refused" in error(opened) and "--scope user:ana" in error(opened)
+    async def consolidate(c):
+        return data(await c.call_tool("consolidate", {"max_seconds": 120}))
+    consolidated = as_ana(store, consolidate)
     # it consolidated Bob's memory too, but says only what is Ana's: the store-wide counts
     # (episodes 3, windows, nodes, edges) told her agent about other users' activity
     assert consolidated == {"scope": ["user:ana"], "finished": True, "episodes": 2}
-    from synapse_cli import api
+    # consolidation keeps each user's nodes apart (FORMAT.md 13.3): a node carries the tags of
+    # the memories it was built from
+    bobs = [n["id"] for n in api.nodes("", store, limit=200, within=["user:bob"])]
+    everyone = {n["id"] for n in api.nodes("", store, limit=200)}
+    assert bobs and set(bobs) < everyone
 
-    # consolidation linked the memories to semantic nodes, which every user's memories share:
+    async def calls(c):
+        found = data(await c.call_tool("find_nodes", {"name": ""}))["nodes"]
+        opened = [data(await c.call_tool("open_node", {"id": n["id"]})) for n in found]
+        return (found, opened, await c.call_tool("open_node", {"id": bobs[0]}),
+                await c.call_tool("open_node", {"id": 999}),
+                json.loads((await c.read_resource("synapse://record/1")).contents[0].text))
+    found, opened, bobs_node, missing, record = as_ana(store, calls)
+    assert found and not {n["id"] for n in found} & set(bobs)
+    assert all({e["id"] for e in o["episodes"]} <= {1, 3} for o in opened)
+    assert any(o["episodes"] for o in opened)
+    assert "9981" not in json.dumps([found, opened])
+    assert error(bobs_node).replace(str(bobs[0]), "N") == error(missing).replace("999", "N")
+    assert "no record with this id" in error(bobs_node)
     # the scoped record shows only its edges to the scope's records
     assert api.inspect_record(1, store)["edges"]["out"]
-    assert all(e.get("to", e.get("from")) in (1, 3)
+    ana = {1, 3} | {n["id"] for n in found}
+    assert all(e.get("to", e.get("from")) in ana
                for e in record["edges"]["out"] + record["edges"]["in"])
 
 

@@ -127,17 +127,27 @@ def build_store(path: Path, name: str, embedder, consolidate: bool) -> dict:
     return built
 
 
-def build_shared(path: Path, names: list[str], embedder, tagged: bool) -> dict:
+def build_shared(path: Path, names: list[str], embedder, tagged: bool,
+                 consolidate: bool) -> dict:
     """--shared: every conversation of `names` in one store at `path`, one ingest call each, in
-    this order; with `tagged`, each line carries the tag user:<name>. Returns name -> its
-    line <-> record maps, every conversation's "now" the shared store's (one day after the
-    last turn of all)."""
+    this order; with `tagged`, each line carries the tag user:<name>; with `consolidate`, the
+    store is consolidated then. Returns name -> its line <-> record maps, every conversation's
+    "now" the shared store's (one day after the last turn of all)."""
     with StoreWriter.open(path, create=True) as w:
         built = {n: ingest_lines(w, n, embedder, (f"user:{n}",) if tagged else ())
                  for n in names}
     now = max(b["now_ms"] for b in built.values())
     for b in built.values():
         b["now_ms"] = now
+    if consolidate:
+        from synapse_cli.api import run_consolidate
+
+        t = time.perf_counter()
+        cons = run_consolidate(store=path, embedder=embedder).as_dict()
+        cons = {k: v for k, v in cons.items() if not isinstance(v, (list, dict))}
+        log(f"shared store: consolidated in {time.perf_counter() - t:.1f}s {cons}")
+        for b in built.values():
+            b["consolidation"] = cons
     return built
 
 
@@ -324,7 +334,8 @@ def run(args) -> dict:
     if args.shared:
         shared_tmp = tempfile.TemporaryDirectory(prefix="synapse-agent-use-shared-")
         shared_path = Path(shared_tmp.name) / "store"
-        shared = build_shared(shared_path, names, embedder, args.shared == "tagged")
+        shared = build_shared(shared_path, names, embedder, args.shared == "tagged",
+                              args.consolidate)
     for name in names:
         questions = json.loads((DATA / f"{name}.questions.json").read_text())
         with tempfile.TemporaryDirectory(prefix="synapse-agent-use-") as tmp:
@@ -423,8 +434,8 @@ def main():
     p.add_argument("--model", help="with --verify: this GGUF instead of the configured one")
     p.add_argument("--out", help="also write the JSON here")
     args = p.parse_args()
-    if args.shared and (args.consolidate or args.stores):
-        p.error("--shared builds its own store: not with --consolidate or --stores")
+    if args.shared and args.stores:
+        p.error("--shared builds its own store: not with --stores")
     args.settings = parse_settings(args.set)
     t = time.perf_counter()
     out = run(args)

@@ -262,13 +262,16 @@ def agent_section(a: dict, cons: dict | None, shared: list[dict]) -> list[str]:
     rows = rows_of(a, "")
     if cons is not None:
         rows += rows_of(cons, ", consolidated", ("synapse",))
+    def shared_label(run: dict) -> str:
+        return SHARED[run["shared"]] + (", consolidated" if run.get("consolidated") else "")
+
     for run in shared:
-        rows += rows_of(run, f", {SHARED[run['shared']]}")
+        rows += rows_of(run, f", {shared_label(run)}")
     L += table(["half", "mode", *AGENT_HEAD], rows)
     if cons is not None:
         L += [f"Consolidated: `{cons['command']}`.", ""]
     for run in shared:
-        L += [f"{SHARED[run['shared']].capitalize()}: `{run['command']}`, {run['seconds']} s "
+        L += [f"{shared_label(run).capitalize()}: `{run['command']}`, {run['seconds']} s "
               "(every conversation in one store; \"now\" one day after the last turn of all).",
               ""]
     return L
@@ -439,7 +442,7 @@ def main():
     p.add_argument("--agent-cons", default=str(ROOT / "bench" / "out" / "agent_use_cons.json"))
     p.add_argument("--agent-shared", nargs="*",
                    default=[str(ROOT / "bench" / "out" / f"agent_use_shared_{t}.json")
-                            for t in ("tagged", "untagged")])
+                            for t in ("tagged", "untagged", "tagged_cons")])
     p.add_argument("--consolidation",
                    default=str(ROOT / "bench" / "out" / "consolidation_recall.json"))
     p.add_argument("--consolidation-bigger",

@@ -37,7 +37,9 @@ def mcp(
         help="Serve one user's memories only (TAG as NAMESPACE:VALUE, e.g. user:ana): "
              "remember adds TAG to every memory and refuses other tags of its namespace; recall, "
              "forget, pin, unpin, restore, memory_status and the resources see only memories "
-             "carrying TAG; find_nodes and open_node (the graph mixes users) are refused."),
+             "carrying TAG; find_nodes and open_node see only the nodes carrying TAG "
+             "(consolidation builds each user's nodes from that user's memories) and their "
+             "links to memories carrying TAG."),
     json: bool = typer.Option(False, "--json", help="Accepted like every command's: the "
                                                     "protocol is JSON already."),
     quiet: bool = QUIET_OPTION,

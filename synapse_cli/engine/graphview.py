@@ -65,18 +65,21 @@ class RecallArrays:
             self.cache["outside"] = ((t_min, t_max), mask)
         return mask
 
-    def without_hubs(self, share: float) -> tuple[np.ndarray, ...]:
+    def without_hubs(self, share: float,
+                     within: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
         """(indptr, indices, weights, types) without the edges of hub nodes: semantic nodes
         linked to more than `share` of the episodes and to more than HUB_MIN_EDGES records
-        (once per snapshot and share)."""
+        (once per snapshot and share). `within` (bool [n]): the graph of those records alone
+        (a tag or time wall), its hubs counted among its own episodes, so that what other
+        users store does not decide whether a user's node is a hub."""
+        graph = (self.indptr, self.indices, self.weights, self.types)
+        semantic = self.semantic()
+        if within is not None:
+            return _drop_hubs(subgraph(graph, within), semantic & within,
+                              np.count_nonzero(within & ~semantic), share)
         key = ("hubless", share)
         if key not in self.cache:
-            outdeg = np.diff(self.indptr)
-            semantic = self.semantic()
-            limit = max(share * np.count_nonzero(~semantic), HUB_MIN_EDGES)
-            hub = semantic & (outdeg > limit)
-            graph = (self.indptr, self.indices, self.weights, self.types)
-            self.cache[key] = subgraph(graph, ~hub) if hub.any() else graph
+            self.cache[key] = _drop_hubs(graph, semantic, np.count_nonzero(~semantic), share)
         return self.cache[key]
 
     def __post_init__(self):
@@ -87,6 +90,16 @@ class RecallArrays:
     def n(self) -> int:
         return len(self.ids)
 
+
+
+def _drop_hubs(graph: tuple, semantic: np.ndarray, episodes: int,
+               share: float) -> tuple[np.ndarray, ...]:
+    """`graph` without the edges of the `semantic` nodes linked to more than `share` of its
+    `episodes` and to more than HUB_MIN_EDGES records."""
+    outdeg = np.diff(graph[0])
+    limit = max(share * episodes, HUB_MIN_EDGES)
+    hub = semantic & (outdeg > limit)
+    return subgraph(graph, ~hub) if hub.any() else graph
 
 
 def subgraph(graph: tuple, keep: np.ndarray) -> tuple[np.ndarray, ...]:

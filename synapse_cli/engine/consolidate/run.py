@@ -31,6 +31,8 @@ import numpy as np
 
 from store_format import flags as fl
 from store_format import graph_files as gf
+from store_format.ingest_index import own_tags
+from store_format.tags import encode_tags
 
 from ...models.extractor import (candidate_spans, describe, role_relations, speaker_entities,
                                 window_text)
@@ -109,6 +111,9 @@ class Window:
     # document window is not time passing in the agent's life: it does not advance the
     # dormancy clock (FORMAT.md 16.1).
     source: str | None = None
+    # Each episode's own tags (ingest_index.own_tags), nested within one another: a node's
+    # tags are those of every episode that names it (FORMAT.md 13.3)
+    tags: list[frozenset] = field(default_factory=list)
 
 
 @dataclass
@@ -167,12 +172,40 @@ def _window(chunk: list[tuple[int, int, dict]]) -> Window:
     source = chunk[0][2].get("source")
     document = all(b.get("source") == source and not b.get("session") for _, _, b in chunk)
     return Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk),
-                  source if source and document else None)
+                  source if source and document else None, [_own_tags(b) for _, _, b in chunk])
+
+
+def _own_tags(body: dict) -> frozenset:
+    return frozenset(own_tags(body.get("tags") or (), body.get("speaker"), body.get("session"),
+                              body.get("source")))
+
+
+def _cut(items: list[tuple[int, int, dict]], size: int) -> list[list[tuple[int, int, dict]]]:
+    """A stream's episodes, in order, as windows of at most `size` whose own tags are nested
+    two by two (one set within the other): an untagged turn and a `plan`-tagged one share a
+    window, two users' turns under one session name (`user:ana`, `user:bob`) never do. Each
+    episode joins the oldest open window it fits, which closes when full."""
+    done, open_ = [], []
+    for item in items:
+        t = _own_tags(item[2])
+        for win in open_:
+            if all(t <= u or u <= t for u in win[1]):
+                break
+        else:
+            win = ([], [])
+            open_.append(win)
+        win[0].append(item)
+        win[1].append(t)
+        if len(win[0]) == size:
+            open_.remove(win)
+            done.append(win[0])
+    return sorted(done + [w for w, _ in open_], key=lambda w: (w[0][0], w[0][1]))
 
 
 def plan_windows(store, size: int, resume=()) -> list[Window]:
     """Unconsolidated live episodes grouped by session, else source, else alone; each stream in
-    (timestamp, id) order cut into windows of `size`; windows ordered oldest first.
+    (timestamp, id) order cut into windows of `size` (_cut: never two users' episodes in one);
+    windows ordered oldest first.
 
     `resume`: the episodes of the last window committed (FORMAT.md 16). When a crash
     interrupted its in-place rewrites, some of them are still unflagged: that window comes
@@ -205,8 +238,7 @@ def plan_windows(store, size: int, resume=()) -> list[Window]:
     windows = []
     for items in streams.values():
         items.sort(key=lambda x: (x[0], x[1]))
-        for i in range(0, len(items), size):
-            windows.append(_window(items[i:i + size]))
+        windows += [_window(chunk) for chunk in _cut(items, size)]
     windows.sort(key=lambda w: (w.timestamp_ms - 0, w.ids[0]))
     if pending:
         again.sort(key=lambda x: (x[0], x[1]))
@@ -215,14 +247,17 @@ def plan_windows(store, size: int, resume=()) -> list[Window]:
 
 
 class NodeIndex:
-    """The semantic nodes in memory: unit vectors for the dense dedup scan, names, bodies."""
+    """The semantic nodes in memory: unit vectors for the dense dedup scan, names, bodies and
+    tags. A mention joins only a node whose tags are nested with its own (FORMAT.md 13.3): one
+    "Paris" per user, and a user's labelled memories still join that user's nodes."""
 
     def __init__(self, dim: int):
         self.ids: list[int] = []
         self.vectors = np.zeros((0, dim), np.float32)
         self.bodies: list[dict] = []
-        self.by_name: dict[str, int] = {}
-        self.by_key: dict[str, int] = {}   # name_key -> index: one node per name and its forms
+        self.tags: list[frozenset] = []
+        self.by_name: dict[str, list[int]] = {}  # casefolded name -> indices
+        self.by_key: dict[str, list[int]] = {}   # name_key -> indices: a name and its forms
 
     @classmethod
     def load(cls, store) -> "NodeIndex":
@@ -241,29 +276,73 @@ class NodeIndex:
         return idx
 
     def _add(self, rid: int, body: dict) -> int:
+        i = len(self.ids)
         self.ids.append(rid)
         self.bodies.append(body)
-        self.by_name.setdefault(str(body.get("name", "")).casefold(), len(self.ids) - 1)
-        self.by_key.setdefault(name_key(str(body.get("name", ""))), len(self.ids) - 1)
-        return len(self.ids) - 1
+        self.tags.append(frozenset(body.get("tags") or ()))
+        name = str(body.get("name", ""))
+        self.by_name.setdefault(name.casefold(), []).append(i)
+        self.by_key.setdefault(name_key(name), []).append(i)
+        return i
+
+    def _nested(self, hits, tags: frozenset) -> int | None:
+        """Of `hits`, the node a mention carrying `tags` joins: of those whose tags are all in
+        `tags`, the one with the most; else, of those whose tags hold all of `tags`, the one
+        with the fewest (the join narrows it to `tags`); first made first."""
+        within = [i for i in hits if self.tags[i] <= tags]
+        if within:
+            return max(within, key=lambda i: (len(self.tags[i]), -i))
+        holding = [i for i in hits if tags <= self.tags[i]]
+        return min(holding, key=lambda i: (len(self.tags[i]), i)) if holding else None
+
+    def find(self, name: str, tags=frozenset()) -> int | None:
+        """The node of this name (compared case-insensitively) that a mention carrying `tags`
+        joins (_nested), else None."""
+        return self._nested(self.by_name.get(name.casefold(), []), frozenset(tags))
+
+    def document(self, source: str) -> int | None:
+        """The node of a document: the untagged node of its name (one per source), else None."""
+        return next((i for i in self.by_name.get(source.casefold(), []) if not self.tags[i]),
+                    None)
+
+    def outside(self, tags) -> np.ndarray:
+        """bool per node: its tags and `tags` are not nested (another user's node)."""
+        tags = frozenset(tags)
+        return np.array([not (t <= tags or tags <= t) for t in self.tags], bool)
+
+    def narrow(self, i: int, tags: frozenset) -> bool:
+        """Node `i` keeps only the tags in `tags` too (every episode linked to it carries its
+        tags); True when that changed them."""
+        kept = self.tags[i] & tags
+        if kept == self.tags[i]:
+            return False
+        self.tags[i] = kept
+        if kept:
+            self.bodies[i]["tags"] = sorted(kept)
+        else:
+            self.bodies[i].pop("tags", None)
+        return True
 
     def add(self, rid: int, body: dict, vector: np.ndarray) -> int:
         self.vectors = np.concatenate([self.vectors, _unit(vector)[None]])
         return self._add(rid, body)
 
-    def match(self, name: str, vector: np.ndarray, threshold: float) -> int | None:
-        """Same name (case-insensitive) first, then the same `name_key` ("the Dolomites",
-        "books"): descriptions differ from window to window, so two mentions of "Caroline" can
-        fall below the cosine threshold; then cosine, only between names that share a word: two
-        names described by the same clause ("the Dolomites with her sister Maya") embed alike
-        and must stay two nodes."""
-        hit = self.by_name.get(name.casefold())
+    def match(self, name: str, vector: np.ndarray, threshold: float,
+              tags=frozenset()) -> int | None:
+        """Among the nodes a mention carrying `tags` may join (find): same name (case-insensitive)
+        first, then the same `name_key` ("the Dolomites", "books"): descriptions differ from
+        window to window, so two mentions of "Caroline" can fall below the cosine threshold;
+        then cosine, only between names that share a word: two names described by the same
+        clause ("the Dolomites with her sister Maya") embed alike and must stay two nodes."""
+        tags = frozenset(tags)
+        hit = self.find(name, tags)
         if hit is None:
-            hit = self.by_key.get(name_key(name))
+            hit = self._nested(self.by_key.get(name_key(name), []), tags)
         if hit is not None:
             return hit
         if len(self.ids):
             sims = self.vectors @ vector
+            sims[self.outside(tags)] = -np.inf
             words = set(name_key(name).split())
             for best in np.argsort(-sims)[:5].tolist():
                 if sims[best] < threshold:
@@ -317,7 +396,8 @@ def replay_scores(w: StoreWriter, win: Window, nodes: NodeIndex,
     for i, (rid, text) in enumerate(zip(win.ids, win.texts)):
         h = w.header(rid)
         rep = sum(1 for c in cands if c in text and (
-            c.casefold() in nodes.by_name or any(c in t for j, t in enumerate(win.texts) if j != i)))
+            nodes.find(c, win.tags[i]) is not None
+            or any(c in t for j, t in enumerate(win.texts) if j != i)))
         bonus = cfg.entity_bonus * min(rep, 5) + cfg.recall_bonus * min(h.recall_count, 10)
         scores.append(min(1.0, h.storage_strength / 2.0) * (1.0 + bonus))
     return np.asarray(scores, np.float64)
@@ -415,6 +495,9 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     # to those, not to the whole window, and described by their clauses.
     seen_in = [[ep for ep, t in zip(kept_ids, kept_texts) if mentions(e["name"], t)] or
                list(kept_ids) for e in ents]
+    # a node's tags: those every episode that names it carries (FORMAT.md 13.3)
+    tags_of = dict(zip(win.ids, win.tags))
+    ent_tags = [frozenset.intersection(*(tags_of[ep] for ep in eps)) for eps in seen_in]
     facts = [[] if e["name"].casefold() in speaker_names else
              list(dict.fromkeys(c for c in (describe(e["name"], [t]) for t in kept_texts
                                             if mentions(e["name"], t)) if c))
@@ -430,6 +513,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         else np.zeros((0, w.manifest.dim))
     pending: list[tuple[NewMemory, int]] = []   # (memory, index in `nodes`)
     touched_existing: dict[int, None] = {}
+    narrowed: set[int] = set()                  # existing nodes whose tags a join narrowed
     window_nodes: dict[str, int] = {}           # casefolded name -> index in `nodes`
     n_existing = len(nodes.ids)
     # Document nodes first (engine/consolidate/doclinks.py), so that a name the model also extracts merges
@@ -438,7 +522,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     doc_links = [(ep, src, wt) for ep, text in zip(win.ids, win.texts)
                  for src, wt in docs.links(win, text, cfg.abstraction_weight)]
     missing = list(dict.fromkeys(src for _, src, _ in doc_links
-                                 if src.casefold() not in nodes.by_name))
+                                 if nodes.document(src) is None))
     made = [doclinks.node_text(src, docs.first_chunk.get(src, "")) for src in missing]
     for src, (text, desc), v in zip(missing, made, embedder.encode([t for t, _ in made])
                                     if made else []):
@@ -451,15 +535,17 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         doc_links += [(ep, src, cfg.abstraction_weight) for ep in docs.earlier_mentions(w, src)
                       if ep not in win.ids]
     for src in {src for _, src, _ in doc_links}:
-        hit = nodes.by_name[src.casefold()]
+        hit = nodes.document(src)
         if not doclinks.is_document(nodes.bodies[hit]):
             nodes.bodies[hit]["document"] = True
             touched_existing[hit] = None
     node_eps: dict[int, list[int]] = {}       # index in `nodes` -> episodes that name it
-    for e, v, eps, f, b0 in zip(ents, vecs, seen_in, facts, first):
+    for e, v, eps, f, b0, tags in zip(ents, vecs, seen_in, facts, first, ent_tags):
         v = _unit(v)
-        hit = nodes.match(e["name"], v, cfg.dedup_threshold)
+        hit = nodes.match(e["name"], v, cfg.dedup_threshold, tags)
         if hit is not None:
+            if nodes.narrow(hit, tags) and hit < n_existing:
+                narrowed.add(hit)
             nodes.vectors[hit] = _unit((1 - cfg.ema) * nodes.vectors[hit] + cfg.ema * v)
             body = nodes.bodies[hit]
             old = [s for s in body.get("sources", []) if s not in eps]
@@ -474,7 +560,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
                 touched_existing[hit] = None
                 res.nodes_merged += 1
         else:
-            body = dict(b0, sources=list(eps))
+            body = dict(b0, sources=list(eps), **({"tags": sorted(tags)} if tags else {}))
             hit = nodes.add(0, body, v)  # id assigned at append
             pending.append((NewMemory(text="", vector=v, timestamp_ms=win.timestamp_ms,
                                       memory_type=fl.MemoryType.SEMANTIC, resolved=True,
@@ -501,6 +587,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         if not mem.text:
             mem.text = f"{b['name']} [TYPE] {b['etype']} [DESC] {b['desc']}"
         mem.meta = dict(b)
+        mem.tags = sorted(nodes.tags[i])
         mem.vector = nodes.vectors[i]
     _append_nodes(w, nodes, pending)
 
@@ -525,7 +612,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     # prune candidates too: what a chunk names is a fact about its text, not an extraction.
     linked: set[int] = set()
     for ep, source, weight in doc_links:
-        nid = nodes.ids[nodes.by_name[source.casefold()]]
+        nid = nodes.ids[nodes.document(source)]
         edge(ep, nid, gf.ABSTRACTION, weight)
         edge(nid, ep, gf.ABSTRACTION, weight)
         inedges.exempt.add(nid)
@@ -534,6 +621,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     for i in sorted(set(window_nodes.values())):
         sims = nodes.vectors @ nodes.vectors[i]
         sims[i] = -1.0
+        sims[nodes.outside(nodes.tags[i])] = -1.0  # no edge between two users' nodes
         for j in np.argsort(-sims)[:cfg.max_in_edges]:
             if sims[j] <= cfg.assoc_threshold:
                 break
@@ -565,7 +653,11 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         b = nodes.bodies[i]
         text = w.body(nodes.ids[i])["text"] if doclinks.is_document(b) else \
             f"{b['name']} [TYPE] {b['etype']} [DESC] {b['desc']}"
-        w.rewrite_after_commit(nodes.ids[i], vector=nodes.vectors[i], body={**b, "text": text})
+        h = None
+        if i in narrowed:  # the header's Bloom filter holds the tags the body now holds
+            h = w.header(nodes.ids[i]).replace(synaptic_tags=encode_tags(nodes.tags[i]))
+        w.rewrite_after_commit(nodes.ids[i], header=h, vector=nodes.vectors[i],
+                               body={**b, "text": text})
     for k, rid in enumerate(win.ids):
         h = w.header(rid)
         h = h.replace(flags=fl.set_flag(h.flags, fl.CONSOLIDATED))

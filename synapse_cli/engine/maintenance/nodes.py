@@ -7,6 +7,7 @@ import numpy as np
 
 from store_format import flags as fl
 
+from ..filters import exact_tags
 from ..store import Store
 from .inspect import EDGE_TYPES
 
@@ -32,24 +33,28 @@ def _summary(rid: int, body: dict) -> dict:
             "description": body.get("desc", ""), "mentions": len(body.get("sources", []))}
 
 
-def find(store: Store, name: str, limit: int = 20) -> list[dict]:
+def find(store: Store, name: str, limit: int = 20, within=()) -> list[dict]:
     """Semantic nodes whose name contains `name` (case-insensitive): exact names first, then
-    the nodes more episodes mention. An empty `name` lists every node that way."""
+    the nodes more episodes mention. An empty `name` lists every node that way. `within` (a
+    scope's normalised tags): only the nodes that carry all of them, which consolidation built
+    from memories that all carry them (FORMAT.md 13.3)."""
     want = name.casefold().strip()
     ids = _semantic_ids(store).tolist()
     hits = []
     for rid, body in zip(ids, store.bodies(ids)):
         got = str(body.get("name", "")).casefold()
-        if want in got:
+        if want in got and set(within) <= exact_tags(body):
             hits.append((got != want, -len(body.get("sources", [])), rid, body))
     hits.sort(key=lambda h: h[:3])
     return [_summary(rid, body) for _, _, rid, body in hits[:limit]]
 
 
-def node(store: Store, node_id: int) -> dict:
+def node(store: Store, node_id: int, within=()) -> dict:
     """One semantic node: name, type, description, relations, the nodes it links to, and the
     episodes it came from (newest first). KeyError if the store has no such record;
-    ValueError if the record is not a semantic node."""
+    ValueError if the record is not a semantic node. `within` (a scope's normalised tags): the
+    caller has checked that the node carries them; the linked nodes and episodes listed are
+    those that carry them too."""
     h = store.header(node_id)
     if fl.decode_flags(h.flags)["memory_type"] != fl.MemoryType.SEMANTIC:
         raise ValueError(f"record {node_id} is an episode, not a semantic node")
@@ -65,7 +70,7 @@ def node(store: Store, node_id: int) -> dict:
         bodies = store.bodies([t[0] for t in present])
         for (to, etype, weight), b in zip(present, bodies):
             f = fl.decode_flags(store.header(to).flags)
-            if f["tombstone"]:
+            if f["tombstone"] or not set(within) <= exact_tags(b):
                 continue
             if f["memory_type"] == fl.MemoryType.SEMANTIC:
                 linked_nodes.append({"id": to, "name": b.get("name", ""), "edge": etype,

@@ -329,8 +329,8 @@ def derived_nodes(w: Store, removed: set[int]) -> tuple[list[int], list[int]]:
 
 def trash_to_empty(store: Store, within=(), t: "Table | None" = None) -> tuple[set[int], set[int]]:
     """(ids a compaction removes, ids it leaves in the trash): the whole trash; under a scope
-    (`within`, a user's tags) its part of it and the trashed semantic nodes (derived data that
-    carry no user's tags, and may quote a purged text), never another user's trashed records,
+    (`within`, a user's tags) its part of it and the trashed semantic nodes (derived data,
+    which may quote a purged text), never another user's trashed records,
     which stay restorable (a scope tells nothing of them, not even that they are there).
     `t`: the store's Table, when the caller has read it."""
     t = Table.of(store) if t is None else t

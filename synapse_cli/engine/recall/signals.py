@@ -147,10 +147,9 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
             from ...kernels.activation import activate
 
             if cfg.graph:
-                indptr, indices, weights, types = arrays.without_hubs(cfg.hub_share)
-                if walled(cfg) and not passed.all():
-                    indptr, indices, weights, types = graphview.subgraph(
-                        (indptr, indices, weights, types), passed)
+                # behind a wall, the graph of what it lets through, hubs counted there
+                wall = passed if walled(cfg) and not passed.all() else None
+                indptr, indices, weights, types = arrays.without_hubs(cfg.hub_share, wall)
             else:
                 indptr, indices = np.zeros(n + 1, np.int64), np.zeros(0, np.int32)
                 weights, types = np.zeros(0, np.float32), np.zeros(0, np.uint8)

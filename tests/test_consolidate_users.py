@@ -1,0 +1,121 @@
+"""Consolidation keeps users apart (FORMAT.md 13.3): a window never holds two users' memories, a
+node carries the tags that all its memories share, and a tagged recall goes through that
+user's nodes as in a store of their own."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from store_format import flags as fl
+from store_format.tags import contains, encode_tags
+from synapse_cli import api
+from synapse_cli.engine.consolidate.run import plan_windows
+from synapse_cli.engine.store import Store
+
+T0 = 1_767_225_600_000  # 2026-01-01
+
+ANA = [(0, "My sister Maya lives in Lisbon and teaches piano."),
+       (2, "Maya is running the Lisbon half marathon in March."),
+       (4, "I booked a pottery class at Clay Studio for Saturday."),
+       (6, "Maya finished the half marathon in 1:52."),
+       (8, "Clay Studio moved the class to Sunday.")]
+BOB = [(1, "My sister Maya is a nurse in Porto."),
+       (3, "I fixed the bike at Clay Studio's neighbour, Spoke & Chain."),
+       (5, "Maya hates running."),
+       (7, "Porto was rainy all week.")]
+
+
+@pytest.fixture(scope="module")
+def emb():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from synapse_cli.models.embedder import get_embedder
+
+    return get_embedder()
+
+
+def turn(i: int, who: str, text: str, *extra: str) -> dict:
+    return {"text": text, "speaker": who, "session": "2026-06-02",
+            "timestamp": T0 + i * 1800_000, "tags": [f"user:{who}", *extra]}
+
+
+def nodes(store) -> dict[int, tuple[dict, int]]:
+    """Semantic node id -> (body, header Bloom filter)."""
+    with Store.open(store) as s:
+        out = {}
+        for rid in s.ids.tolist():
+            h = s.header(rid)
+            if fl.memory_type(h.flags) == fl.MemoryType.SEMANTIC:
+                out[rid] = (s.body(rid), h.synaptic_tags)
+        return out
+
+
+def test_two_users_under_one_session_get_windows_and_nodes_of_their_own(tmp_path, emb):
+    store = str(tmp_path / "shared")
+    items = sorted([turn(i, "ana", t) for i, t in ANA] + [turn(i, "bob", t) for i, t in BOB],
+                   key=lambda x: x["timestamp"])
+    api.ingest(items, store=store, embedder=emb)
+    with Store.open(store) as s:
+        owner = {rid: s.body(rid)["speaker"] for rid in s.ids.tolist()}
+        windows = plan_windows(s, 5)
+    assert all(len({owner[r] for r in w.ids}) == 1 for w in windows)
+    api.consolidate(store=store, embedder=emb)
+    made = nodes(store)
+    mayas = {tuple(b.get("tags", ())): b for b, _ in made.values() if b["name"] == "Maya"}
+    assert set(mayas) == {("user:ana",), ("user:bob",)}
+    for b, bloom in made.values():
+        tags = b.get("tags", [])
+        assert tags, b["name"]  # every memory here is someone's
+        assert contains(bloom, encode_tags(tags))
+        assert {owner[r] for r in b["sources"]} == {tags[0].split(":")[1]}
+    # Bob's Maya is a nurse in Porto; nothing of his reaches Ana's node, and the reverse
+    assert "Porto" not in mayas[("user:ana",)]["text"]
+    assert "Lisbon" not in mayas[("user:bob",)]["text"]
+
+
+def test_a_labelled_turn_joins_its_users_nodes_and_an_untagged_one_takes_their_tags(tmp_path, emb):
+    """A label is not a user: the labelled turn shares the window and the node of the turns
+    around it, whichever came first, and the node keeps only the tags they all carry."""
+    store = str(tmp_path / "s")
+    items = [turn(0, "ana", ANA[2][1], "plan"), turn(1, "ana", ANA[4][1]),
+             {**turn(2, "ana", "Clay Studio is closed in August."), "tags": []}]
+    api.ingest(items[:2], store=store, embedder=emb)
+    with Store.open(store) as s:
+        assert [len(w.ids) for w in plan_windows(s, 5)] == [2]
+    api.consolidate(store=store, embedder=emb)
+    clay = [(b, bloom) for b, bloom in nodes(store).values() if b["name"] == "Clay Studio"]
+    assert len(clay) == 1 and clay[0][0]["tags"] == ["user:ana"]
+    assert len(clay[0][0]["sources"]) == 2
+    api.ingest(items[2:], store=store, embedder=emb)
+    api.consolidate(store=store, embedder=emb)
+    clay = [(b, bloom) for b, bloom in nodes(store).values() if b["name"] == "Clay Studio"]
+    assert len(clay) == 1 and "tags" not in clay[0][0] and clay[0][1] == 0
+    assert len(clay[0][0]["sources"]) == 3
+
+
+def test_a_tagged_recall_in_a_shared_consolidated_store_equals_the_users_own(tmp_path, emb):
+    mine = [turn(i, "ana", t) for i, t in ANA]
+    both = sorted(mine + [turn(i, "bob", t) for i, t in BOB], key=lambda x: x["timestamp"])
+    shared, own = str(tmp_path / "shared"), str(tmp_path / "own")
+    for store, items in ((shared, both), (own, mine)):
+        api.ingest(items, store=store, embedder=emb)
+        api.consolidate(store=store, embedder=emb)
+
+    def answer(store, q, tags=("user:ana",)):
+        out = api.recall(q, store=store, embedder=emb, tags=list(tags), touch=False,
+                         now_ms=T0 + 86_400_000)
+        return (out["rejected"], out["confidence"],
+                [(r["text"], r["score"]) for r in out["results"]])
+
+    for q in ("Where does Maya live?", "How did Maya's race go?", "When is the pottery class?"):
+        got = answer(shared, q)
+        assert got[2], q
+        # as in her own store, where her tag leaves out nothing: her nodes carry it too
+        assert got == answer(own, q) == answer(own, q, tags=()), q
+    # the ecphory mode searches the user's nodes, not the chunks alone as before
+    eco = api.recall("Maya", store=shared, embedder=emb, tags=["user:ana"], touch=False,
+                     mode="ecphory")
+    assert "fallback" not in eco
+    assert any(r["type"] == "semantic" for r in eco["results"])
+    assert not any("Porto" in (r["text"] or "") or "nurse" in (r["text"] or "")
+                   for r in eco["results"])
