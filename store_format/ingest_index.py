@@ -33,6 +33,26 @@ def own_tags(tags, speaker: str | None = None, session: str | None = None,
     return tuple(sorted({normalize_tag(t) for t in tags} - added - {""}))
 
 
+# A record with up to this many own tags is also linked to the latest record of its session whose
+# own tags are a part of its own (wider_keys): 2^6 - 1 lookups at most.
+MAX_NESTED_TAGS = 6
+
+
+def wider_keys(session: str | None, source: str | None, tags=(),
+               speaker: str | None = None) -> list[int]:
+    """The session keys of the proper subsets of the item's own tags (the untagged key first):
+    the chains a labelled turn ("plan" besides "user:ana") also continues, so that it stays in
+    its conversation. [] without own tags, without a session or source, or with more than
+    MAX_NESTED_TAGS own tags."""
+    import itertools
+
+    own = own_tags(tags, speaker, session, source)
+    if not own or len(own) > MAX_NESTED_TAGS or not (session or source):
+        return []
+    return [session_key(session, source, part) for r in range(len(own))
+            for part in itertools.combinations(own, r)]
+
+
 def session_key(session: str | None, source: str | None, tags=(),
                 speaker: str | None = None) -> int:
     """The chain a record joins (FORMAT.md 12): its session, else its source, and its own tags

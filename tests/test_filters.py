@@ -274,6 +274,31 @@ def test_two_users_under_one_session_name_are_two_chains(tmp_path):
     assert answer(shared, q) == answer(own, q)
 
 
+def test_a_labelled_turn_stays_in_its_conversation(tmp_path):
+    """A label is not a user: a turn tagged `plan` among untagged turns (the demo's own
+    fixture), or `user:ana` + `plan` among Ana's turns, is linked to the turn before it, while
+    Bob's turns under the same session name stay a chain of their own."""
+    def turn(i, tags):
+        return {"text": f"turn {i} about the offsite", "session": "s1",
+                "timestamp": T0 + i * 60_000, "tags": tags}
+
+    store = str(tmp_path / "s")
+    api.ingest([turn(0, []), turn(1, ["plan"]), turn(2, []),
+                turn(3, ["user:ana"]), turn(4, ["user:bob"]), turn(5, ["user:ana", "plan"]),
+                turn(6, ["user:bob"])], store=store, embedder=EMB)
+    api.ingest([turn(7, ["user:ana", "Plan"])], store=store, embedder=EMB)  # a later call
+    with Store.open(store) as s:
+        g = s.graph()
+        src = np.repeat(g.node_ids, np.diff(g.indptr.astype(np.int64))).tolist()
+        edges = set(zip(src, g.node_ids[g.indices.astype(np.intp)].tolist()))
+    links = {tuple(sorted(e)) for e in edges}
+    assert edges == {(b, a) for a, b in edges}  # both ways
+    # 3 follows 1 (the untagged chain), 2 (plan) hangs on 1; Ana's first turn (4) and Bob's
+    # (5) each follow the untagged 3, and then only their own: 6 (ana + plan) hangs on Ana's
+    # 4, never on Bob's 5; Bob's 7 follows his 5; 8 continues 6 (same tags, Plan = plan)
+    assert links == {(1, 3), (1, 2), (3, 4), (3, 5), (4, 6), (5, 7), (6, 8)}
+
+
 def test_the_gates_vocabulary_is_what_the_recall_may_see(tmp_path):
     """An identifier first mentioned after --as-of, or only by a trashed record, is unknown to
     the topic check, as in a store that never held it: the gate's answer must not tell that a

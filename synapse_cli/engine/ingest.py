@@ -320,9 +320,15 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
         sessions.append(key)
         if key:
             prev = last_of_session.get(key)
-            if prev is not None:
-                src += [prev, rid]  # stored both ways so activation can flow back in time
-                dst += [rid, prev]
+            # A labelled turn (own tags {plan}, or {user:ana, plan}) also follows the newest
+            # turn whose own tags are a part of its own, when that is newer: it stays in its
+            # conversation, and a tag filter that lets both through keeps the link.
+            wider = [last_of_session[k] for k in ix.wider_keys(
+                item.session, item.source, item.tags, item.speaker) if k in last_of_session]
+            for p in {prev, max(wider, default=None)} - {None}:
+                if prev is None or p >= prev:
+                    src += [p, rid]  # stored both ways so activation can flow back in time
+                    dst += [rid, p]
             last_of_session[key] = rid
     if src:
         w.add_edges(src, dst, gf.TEMPORAL, 1.0)
