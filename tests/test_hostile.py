@@ -44,6 +44,9 @@ CASES = {
     "huge-tags": (b'{"text": "a", "tags": [' + b",".join([b'"t"'] * 1000) + b"]}\n", [],
                   "tags"),
     "long-tag": (b'{"text": "a", "tags": ["' + b"t" * 1001 + b'"]}\n', [], "tag is longer"),
+    # "user:ana" and "user:ana" + U+200B look alike and would be two users
+    "zero-width-tag": (b'{"text": "a", "tags": ["user:ana\\u200b"]}\n', [], "U+200B"),
+    "control-tag": (b'{"text": "a", "tags": ["user:\\u0007ana"]}\n', [], "U+0007"),
     # a meta the payload log could not hold (16 MiB an entry): refused before a batch is
     # written, as a line no valid item fills (4 MB) while it is read
     "huge-meta": (b'{"text": "ok"}\n' * 300 + b'{"text": "a", "meta": {"b": "' + b"b" * 17_000_000
@@ -416,6 +419,7 @@ def test_a_bad_lock_timeout_is_a_config_error_from_the_variable_and_usage_from_t
     (["recall", "note", "--tag", "user:" + "x" * 1000], None, 2, "at most 1000"),
     (["prune", "--within", "user:" + "x" * 1000, "--query", "x", "--dry-run"], None, 2,
      "at most 1000"),
+    (["list", "--tag", "user:ana\u200b"], None, 2, "invisible character (U+200B)"),
     (["prune", "--decayed", "nan", "--dry-run"], None, 2, "--decayed"),
     (["prune", "--decayed", "-1", "--dry-run"], None, 2, "--decayed"),
     (["prune", "--query", "x", "--min-similarity", "5", "--dry-run"], None, 2, "--min-similarity"),

@@ -787,6 +787,7 @@ def test_scope_graph_tools_show_the_scopes_nodes_and_consolidate_its_count(tmp_p
     ("", "empty tag"),
     ("speaker:ana", "is reserved"),
     ("x" * 1001, "longer than 1000"),
+    ("user:ana\u200b", "U+200B"),  # looks like user:ana, would be another user
     ("ana", "NAMESPACE:VALUE"),  # without a namespace, remember could not refuse user:bob
 ])
 def test_bad_scope_exits_2(tmp_path, tag, message):

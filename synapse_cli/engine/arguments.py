@@ -49,7 +49,7 @@ def tags(value, name: str = "tags") -> tuple[str, ...]:
     tag can be (inputs.MAX_TAG, plus the prefix for those): such a filter would match nothing."""
     from store_format.tags import normalize_tag
 
-    from .inputs import MAX_TAG, RESERVED_TAG_PREFIXES, InputError, _text
+    from .inputs import MAX_TAG, RESERVED_TAG_PREFIXES, InputError, _text, invisible_char
 
     out = strings(value, name)
     for t in out:
@@ -57,6 +57,8 @@ def tags(value, name: str = "tags") -> tuple[str, ...]:
             _text(t, name, name)
         except InputError as exc:
             raise ConfigError(f"{name} {t!r}: {exc.reason}", usage=True) from None
+        if bad := invisible_char(t):  # ingest refuses such a tag: it would match nothing
+            raise ConfigError(f"{name} {t!r}: holds an invisible character ({bad})", usage=True)
         norm = normalize_tag(t)
         if not norm:
             raise ConfigError(f"{name}: empty tag", usage=True)

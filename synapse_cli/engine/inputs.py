@@ -175,12 +175,25 @@ def _opt_str(obj: dict, key: str, where: str) -> str | None:
 RESERVED_TAG_PREFIXES = ("speaker:", "session:", "source:")
 
 
+def invisible_char(tag: str) -> str | None:
+    """The first control or format character of `tag` ("\\n", a zero-width space U+200B, a
+    byte-order mark), as U+XXXX, else None: `user:ana` and `user:ana` + U+200B look alike
+    and are two users, so a tag may hold neither."""
+    for ch in tag:
+        if unicodedata.category(ch) in ("Cc", "Cf"):
+            return f"U+{ord(ch):04X}"
+    return None
+
+
 def check_tag(tag: str, where: str) -> None:
     from store_format.tags import normalize_tag
 
     norm = normalize_tag(_text(tag, where, "tags"))
     if not norm:
         raise InputError(where, "`tags` holds an empty tag")
+    if bad := invisible_char(tag):
+        raise InputError(where, f"tag {tag!r} holds an invisible character ({bad}): a tag "
+                                "that looks like another must not be another")
     if len(tag) > MAX_TAG:
         raise InputError(where, f"a tag is longer than {MAX_TAG} characters")
     if norm.startswith(RESERVED_TAG_PREFIXES):
