@@ -160,8 +160,11 @@ SLICE_SETUP_RATIO = 4.0
 
 
 def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: float | None = None,
-                    progress=None, extractor=None, embedder=None, between=None, **overrides):
-    """Consolidate the store; returns a `ConsolidateResult` (see `consolidate`).
+                    progress=None, extractor=None, embedder=None, between=None,
+                    rebuild: bool = False, **overrides):
+    """Consolidate the store; returns a `ConsolidateResult` (see `consolidate`). With
+    `rebuild`, first drop the graph consolidation built (every semantic node and its edges;
+    engine/consolidate/rebuild.py) and build it again from every live episode.
 
     The run goes in slices of SLICE_SECONDS, each under the writer lock and ending on a
     committed window; between two, the lock is released (`between()` is called then: by
@@ -175,11 +178,13 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
     from store_format.lock import POLL_SECONDS
 
     from .engine import pagerank_cache
-    from .engine.arguments import real
+    from .engine.arguments import flag, real
     from .engine.consolidate import ConsolidateConfig, ConsolidateResult, consolidate as run
+    from .engine.consolidate.rebuild import drop_graph
     from .engine.store import StoreWriter
 
     real(max_seconds, "max_seconds", 0.0)
+    flag(rebuild, "rebuild")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     s = settings(**overrides)
     if extractor is None:
@@ -195,10 +200,13 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
         budget = slice_s if left is None else min(slice_s, left)
         try:
             with StoreWriter.open(path, lock_timeout=lock_timeout) as w:
+                dropped = 0
                 if total is None:
                     embedder = embedder or embedding.embedder()
                     embedding.check(w, embedder)
                     extractor = extractor or load_extractor(w.path, **overrides)
+                    if rebuild:
+                        dropped = drop_graph(w)
                 # a slice cut short by the slice length (not by max_seconds) always does a
                 # window: however long planning takes, the run moves on
                 part = run(w, extractor, embedder, dataclasses.replace(cfg, max_seconds=budget),
@@ -209,7 +217,7 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
             total.left_because = "lock"
             break
         if total is None:
-            total = ConsolidateResult()
+            total = ConsolidateResult(nodes_dropped=dropped)
         total.add(part)
         done += part.windows
         if not part.left_windows or not part.windows or (left is not None and budget == left):

@@ -119,3 +119,38 @@ def test_a_tagged_recall_in_a_shared_consolidated_store_equals_the_users_own(tmp
     assert any(r["type"] == "semantic" for r in eco["results"])
     assert not any("Porto" in (r["text"] or "") or "nurse" in (r["text"] or "")
                    for r in eco["results"])
+
+
+def test_rebuild_gives_nodes_made_before_their_users_tags(tmp_path, emb, monkeypatch):
+    """Nodes made before they carried tags (one "Maya" for Ana's sister and Bob's, untagged,
+    from windows mixing both) are dropped and built again per user by `consolidate --rebuild`;
+    a memory the user put in the trash stays there; a second rebuild reads every window from
+    the extraction cache and makes the same graph."""
+    from synapse_cli.engine.consolidate import run
+
+    store = str(tmp_path / "s")
+    items = sorted([turn(i, "ana", t) for i, t in ANA] + [turn(i, "bob", t) for i, t in BOB],
+                   key=lambda x: x["timestamp"])
+    api.ingest(items, store=store, embedder=emb)
+    with monkeypatch.context() as m:  # consolidation as it was: tags played no part
+        m.setattr(run, "_own_tags", lambda body: frozenset())
+        api.consolidate(store=store, embedder=emb)
+    old = nodes(store)
+    assert all("tags" not in b for b, _ in old.values())
+    assert len([b for b, _ in old.values() if b["name"] == "Maya"]) == 1
+    bobs_last = max(i for i, x in enumerate(items, 1) if x["speaker"] == "bob")  # ids from 1
+    api.prune(store=store, ids=[bobs_last])
+    first = api.consolidate(store=store, embedder=emb, rebuild=True)
+    assert first["nodes_dropped"] == len(old)
+    made = nodes(store)
+    assert not set(made) & set(old)
+    mayas = sorted(tuple(b.get("tags", ())) for b, _ in made.values() if b["name"] == "Maya")
+    assert mayas == [("user:ana",), ("user:bob",)]
+    trashed = api.list_memories(store, trashed=True)["memories"]
+    assert [m["id"] for m in trashed] == [bobs_last]  # restorable, not compacted away
+    assert not any(bobs_last in b["sources"] for b, _ in made.values())
+    again = api.consolidate(store=store, embedder=emb, rebuild=True)
+    assert again["cache_hits"] == again["windows"] == first["windows"]
+    assert sorted((b["name"], tuple(b.get("tags", ())), len(b["sources"]))
+                  for b, _ in nodes(store).values()) == sorted(
+        (b["name"], tuple(b.get("tags", ())), len(b["sources"])) for b, _ in made.values())

@@ -36,6 +36,13 @@ def consolidate(
                                                          "0.92)."),
     threads: Optional[int] = typer.Option(None, "--threads",
                                           help="CPU threads for the model (default 2)."),
+    rebuild: bool = typer.Option(False, "--rebuild",
+                                 help="First drop the graph consolidation built (every "
+                                      "semantic node and its edges; memories in the trash stay "
+                                      "there) and build it again from every live memory: after "
+                                      "a change of --model, or for nodes made before they "
+                                      "carried their users' tags. Extractions already cached "
+                                      "for the same model are reused."),
     json: bool = JSON_OPTION,
     quiet: bool = QUIET_OPTION,
 ) -> None:
@@ -59,10 +66,12 @@ def consolidate(
         result = api.run_consolidate(
             store_path(), lock_timeout=lock_timeout(), max_seconds=max_seconds,
             progress=progress, model=model, window=window, prune_threshold=prune_threshold,
-            assoc_threshold=assoc_threshold, threads=threads)
+            assoc_threshold=assoc_threshold, threads=threads, rebuild=rebuild)
     summary = result.as_dict()
     if json:
         output.emit(summary)
+    if result.nodes_dropped:
+        output.info(f"dropped {result.nodes_dropped} semantic nodes to build them again")
     output.info(f"consolidated {result.episodes} episodes in {result.windows} windows: "
                 f"{result.nodes_created} nodes created, {result.nodes_merged} merged, "
                 + (f"{result.document_nodes} document nodes, " if result.document_nodes else "")

@@ -120,6 +120,7 @@ class Window:
 class ConsolidateResult:
     windows: int = 0
     episodes: int = 0
+    nodes_dropped: int = 0          # by --rebuild before the run (engine/consolidate/rebuild.py)
     nodes_created: int = 0
     nodes_merged: int = 0
     edges: int = 0
@@ -156,6 +157,8 @@ class ConsolidateResult:
                                            "cache_hits", "left_windows", "left_episodes")}
         if self.left_windows:
             d["left_because"] = self.left_because
+        if self.nodes_dropped:
+            d["nodes_dropped"] = self.nodes_dropped
         d["seconds"] = round(self.seconds, 3)
         d["extract_seconds"] = round(self.extract_seconds, 3)
         return d

@@ -350,10 +350,10 @@ def purge_targets(store: Store, removed: set[int]) -> tuple[list[int], list[int]
     return derived, pinned, requeue
 
 
-def compact(w: StoreWriter, purge: bool = False, within=()) -> dict:
+def compact(w: StoreWriter, purge: bool = False, within=(), keep=frozenset()) -> dict:
     """Empty the trash (FORMAT.md 14.2), or under a scope (`within`) its part of it
-    (trash_to_empty); with `purge`, also 14.3. The writer is refreshed onto the compacted
-    store. Returns the report."""
+    (trash_to_empty), but the ids in `keep`, which stay in it; with `purge`, also 14.3. The
+    writer is refreshed onto the compacted store. Returns the report."""
     from ...models.bm25 import compact_files
 
     t0 = time.perf_counter()
@@ -364,6 +364,7 @@ def compact(w: StoreWriter, purge: bool = False, within=()) -> dict:
     transform = None
     t = Table.of(w)
     removed, spare = trash_to_empty(w, within, t)
+    removed, spare = removed - set(keep), spare | (removed & set(keep))
     if purge:
         derived, pinned_derived, requeue = purge_targets(w, removed)
         # Requeue before trashing: each is its own commit, and a purge killed between them is
