@@ -452,8 +452,8 @@ def build(path: Path, scope: str | None = None):
         """Find entities of the memory graph (people, places, things that consolidation
         extracted) whose name contains `name`; exact names first, then the most mentioned.
         Returns {nodes: [{id, name, type, description, mentions}]}; open one with
-        `open_node`. A node carries the tags that all the memories it was built from share,
-        and its description quotes them: on a server started with --scope TAG only the nodes
+        `open_node`. A node carries the tags of the memories it was made from (only memories
+        carrying them join it), and its description quotes them: on a server started with --scope TAG only the nodes
         that carry TAG are found. `limit`: 1 to 200."""
         if not 1 <= limit <= 200:  # as recall's k: an error, not quietly another number
             raise api.InputError("limit", f"{limit}: expected 1 to 200")

@@ -64,13 +64,16 @@ def ingest_bytes(store, data: bytes):
     run(store, "ingest", stdin=data)
 
 
-def semantic_names(store) -> list[str]:
+def semantic_names(store, tagged: bool = False) -> list:
+    """The semantic nodes' names (with `tagged`: (casefolded name, tags) pairs)."""
     with Store.open(store) as s:
         out = []
         for rid in s.ids:
             h = s.header(int(rid))
             if fl.memory_type(h.flags) == fl.MemoryType.SEMANTIC:
-                out.append(s.body(int(rid))["name"])
+                b = s.body(int(rid))
+                out.append((b["name"].casefold(), tuple(b.get("tags", ()))) if tagged
+                           else b["name"])
         return out
 
 
@@ -133,11 +136,13 @@ def test_windows_nodes_edges_flags(tmp_path, embedder):
     ingest_bytes(store, (ROOT / "fixtures" / "demo.ndjson").read_bytes())
     with Store.open(store) as s:
         wins = plan_windows(s, 5)
-    assert [len(w.ids) for w in wins] == [5, 3, 4]  # sessions s1, s2, s3; oldest first
+    # sessions s1, s2, s3, oldest first, each tag set apart (s1's line 5 has the tag "plan",
+    # s3's line 11 "travel": FORMAT.md 13.3)
+    assert [len(w.ids) for w in wins] == [4, 1, 3, 1, 3]
     res = run_fake(store, embedder)
-    assert (res.windows, res.episodes, res.left_windows) == (3, 12, 0)
+    assert (res.windows, res.episodes, res.left_windows) == (5, 12, 0)
     names = semantic_names(store)
-    assert len(names) == len({n.casefold() for n in names}) == res.nodes_created
+    assert len(names) == len(set(semantic_names(store, tagged=True))) == res.nodes_created
     assert res.nodes_merged > 0  # Caroline / Melanie recur across windows
     with Store.open(store) as s:
         for rid in s.ids:
@@ -374,7 +379,7 @@ def test_max_seconds_zero_leaves_work_and_exits_75(tmp_path):
     ingest_bytes(store, (ROOT / "fixtures" / "demo.ndjson").read_bytes())
     p = run(store, "consolidate", "--max-seconds", "0", "--json", check_rc=75)
     summary = json.loads(p.stdout)
-    assert summary["windows"] == 0 and summary["left_windows"] == 3
+    assert summary["windows"] == 0 and summary["left_windows"] == 5
     assert summary["left_episodes"] == 12
 
 
@@ -390,11 +395,12 @@ def test_cli_with_real_model_is_silent_and_resumable(tmp_path):
     assert p.returncode == 0, p.stderr.decode()
     assert p.stdout == b"" and p.stderr == b""
     names = semantic_names(store)
-    assert names and len(names) == len({n.casefold() for n in names})
+    # one node per name and tag set: "Blue Bottle" of the `plan` line 5, and of line 12
+    assert names and len(names) == len(set(semantic_names(store, tagged=True)))
     demo = (ROOT / "fixtures" / "demo.ndjson").read_text()
     assert all(n in demo for n in names)
     assert verify(store).ok
-    assert len(ExtractCache(store).entries) == 3
+    assert len(ExtractCache(store).entries) == 5
 
 
 @pytest.mark.slow

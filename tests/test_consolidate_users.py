@@ -73,24 +73,25 @@ def test_two_users_under_one_session_get_windows_and_nodes_of_their_own(tmp_path
     assert "Lisbon" not in mayas[("user:bob",)]["text"]
 
 
-def test_a_labelled_turn_joins_its_users_nodes_and_an_untagged_one_takes_their_tags(tmp_path, emb):
-    """A label is not a user: the labelled turn shares the window and the node of the turns
-    around it, whichever came first, and the node keeps only the tags they all carry."""
+def test_a_labelled_turn_joins_its_users_node_and_a_node_keeps_its_tags(tmp_path, emb):
+    """A label is not a user: Ana's `plan`-tagged turn joins her node of the same name (its
+    tags are all the turn's). A node's tags never change, so an untagged memory naming it
+    makes a node of its own (found by a hostile-user helper: when an untagged mention narrowed
+    the node, whose node it narrowed depended on which users had one)."""
     store = str(tmp_path / "s")
-    items = [turn(0, "ana", ANA[2][1], "plan"), turn(1, "ana", ANA[4][1]),
+    items = [turn(0, "ana", ANA[2][1]), turn(1, "ana", ANA[4][1], "plan"),
              {**turn(2, "ana", "Clay Studio is closed in August."), "tags": []}]
     api.ingest(items[:2], store=store, embedder=emb)
     with Store.open(store) as s:
-        assert [len(w.ids) for w in plan_windows(s, 5)] == [2]
+        assert [len(w.ids) for w in plan_windows(s, 5)] == [1, 1]  # one tag set a window
     api.consolidate(store=store, embedder=emb)
-    clay = [(b, bloom) for b, bloom in nodes(store).values() if b["name"] == "Clay Studio"]
-    assert len(clay) == 1 and clay[0][0]["tags"] == ["user:ana"]
-    assert len(clay[0][0]["sources"]) == 2
+    clay = [b for b, _ in nodes(store).values() if b["name"] == "Clay Studio"]
+    assert len(clay) == 1 and clay[0]["tags"] == ["user:ana"] and len(clay[0]["sources"]) == 2
     api.ingest(items[2:], store=store, embedder=emb)
     api.consolidate(store=store, embedder=emb)
-    clay = [(b, bloom) for b, bloom in nodes(store).values() if b["name"] == "Clay Studio"]
-    assert len(clay) == 1 and "tags" not in clay[0][0] and clay[0][1] == 0
-    assert len(clay[0][0]["sources"]) == 3
+    clay = sorted((b.get("tags", []), len(b["sources"]), bloom)
+                  for b, bloom in nodes(store).values() if b["name"] == "Clay Studio")
+    assert clay == [([], 1, 0), (["user:ana"], 2, encode_tags(["user:ana"]))]
 
 
 def test_a_tagged_recall_in_a_shared_consolidated_store_equals_the_users_own(tmp_path, emb):
@@ -154,3 +155,30 @@ def test_rebuild_gives_nodes_made_before_their_users_tags(tmp_path, emb, monkeyp
     assert sorted((b["name"], tuple(b.get("tags", ())), len(b["sources"]))
                   for b, _ in nodes(store).values()) == sorted(
         (b["name"], tuple(b.get("tags", ())), len(b["sources"])) for b, _ in made.values())
+
+
+def test_a_scoped_purge_leaves_other_users_nodes_alone(tmp_path, emb):
+    """Found by a hostile-user helper: Ana's scoped purge compacted away Bob's trashed node
+    (counted hers, as nodes carried no tags), named it in her report, and stripped Bob's
+    speaker node of its relation to his own "Maya" (same name as her purged one)."""
+    store = str(tmp_path / "s")
+    items = [dict(turn(0, "ana", ANA[0][1]), speaker="Ana"),
+             dict(turn(1, "bob", BOB[0][1]), speaker="Bob"),
+             dict(turn(2, "bob", "I fixed my bike at Spoke Garage."), speaker="Bob")]
+    api.ingest(items, store=store, embedder=emb)
+    api.consolidate(store=store, embedder=emb)
+
+    def bobs(name):
+        return next(i for i, (b, _) in nodes(store).items()
+                    if b["name"] == name and b.get("tags") == ["user:bob"])
+
+    garage = bobs("Spoke Garage")
+    api.prune(store=store, ids=[garage], within=["user:bob"])
+    relations = nodes(store)[bobs("Bob")][0]["relations"]
+    assert ["Maya", "talks about"] in [r[:2] for r in relations]
+    ana_before = {1} | {i for i, (b, _) in nodes(store).items() if b.get("tags") == ["user:ana"]}
+    report = api.prune(store=store, ids=[1], within=["user:ana"], purge=True)
+    assert report["removed_ids"] and set(report["removed_ids"]) <= ana_before
+    assert not set(report["derived_nodes"]) - ana_before
+    assert api.restore(store=store, ids=[garage])["restored"] == [garage]
+    assert nodes(store)[bobs("Bob")][0]["relations"] == relations

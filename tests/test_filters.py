@@ -295,8 +295,10 @@ def test_a_labelled_turn_stays_in_its_conversation(tmp_path):
     assert edges == {(b, a) for a, b in edges}  # both ways
     # 3 follows 1 (the untagged chain), 2 (plan) hangs on 1; Ana's first turn (4) and Bob's
     # (5) each follow the untagged 3, and then only their own: 6 (ana + plan) hangs on Ana's
-    # 4, never on Bob's 5; Bob's 7 follows his 5; 8 continues 6 (same tags, Plan = plan)
-    assert links == {(1, 3), (1, 2), (3, 4), (3, 5), (4, 6), (5, 7), (6, 8)}
+    # 4, on the untagged 3 and on the `plan` 2 (never on Bob's 5): under Ana's tag, or the
+    # label's, it keeps a link whatever else was said in between; Bob's 7 follows his 5; 8
+    # continues 6 (same tags, Plan = plan)
+    assert links == {(1, 3), (1, 2), (3, 4), (3, 5), (2, 6), (3, 6), (4, 6), (5, 7), (6, 8)}
 
 
 def test_the_gates_vocabulary_is_what_the_recall_may_see(tmp_path):

@@ -47,6 +47,8 @@ CASES = {
     # "user:ana" and "user:ana" + U+200B look alike and would be two users
     "zero-width-tag": (b'{"text": "a", "tags": ["user:ana\\u200b"]}\n', [], "U+200B"),
     "control-tag": (b'{"text": "a", "tags": ["user:\\u0007ana"]}\n', [], "U+0007"),
+    "variation-selector-tag": (b'{"text": "a", "tags": ["user:ana\\ufe0f"]}\n', [], "U+FE0F"),
+    "filler-tag": (b'{"text": "a", "tags": ["user:ana\\u3164"]}\n', [], "U+3164"),
     # a meta the payload log could not hold (16 MiB an entry): refused before a batch is
     # written, as a line no valid item fills (4 MB) while it is read
     "huge-meta": (b'{"text": "ok"}\n' * 300 + b'{"text": "a", "meta": {"b": "' + b"b" * 17_000_000

@@ -170,6 +170,8 @@ def prune(
                                       requeued_for_consolidation=requeue)
                         gone |= set(derived)
                     report["would_remove"] = sorted(int(x) for x in gone)
+                    if policy.within:
+                        pr.scoped_report(report, pr.scope_ids(w, policy.within))
             else:
                 what = []
                 if sel.selected:

@@ -321,11 +321,12 @@ def ingest(w: StoreWriter, items: list[Item], embedder, cfg: IngestConfig,
         if key:
             prev = last_of_session.get(key)
             # A labelled turn (own tags {plan}, or {user:ana, plan}) also follows the newest
-            # turn whose own tags are a part of its own, when that is newer: it stays in its
-            # conversation, and a tag filter that lets both through keeps the link.
+            # turn of each part of its own tags, when newer than `prev`: it stays in its
+            # conversation under every filter that lets it through ({user:ana}'s turn is its
+            # link under Ana's tag, whatever Bob or an untagged turn said in between).
             wider = [last_of_session[k] for k in ix.wider_keys(
                 item.session, item.source, item.tags, item.speaker) if k in last_of_session]
-            for p in {prev, max(wider, default=None)} - {None}:
+            for p in sorted({prev, *wider} - {None}):
                 if prev is None or p >= prev:
                     src += [p, rid]  # stored both ways so activation can flow back in time
                     dst += [rid, p]

@@ -175,12 +175,22 @@ def _opt_str(obj: dict, key: str, where: str) -> str | None:
 RESERVED_TAG_PREFIXES = ("speaker:", "session:", "source:")
 
 
+# Characters that show as nothing or as a blank: besides the control and format categories and
+# every space but U+0020, the default-ignorable marks and the fillers that are letters by
+# category (Unicode's Default_Ignorable_Code_Point, which unicodedata does not expose).
+_BLANK = frozenset([0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180E,
+                    0x180F, 0x2800, 0x3164, 0xFFA0, *range(0xFE00, 0xFE10),
+                    *range(0xE0100, 0xE01F0)])
+
+
 def invisible_char(tag: str) -> str | None:
-    """The first control or format character of `tag` ("\\n", a zero-width space U+200B, a
-    byte-order mark), as U+XXXX, else None: `user:ana` and `user:ana` + U+200B look alike
-    and are two users, so a tag may hold neither."""
+    """The first character of `tag` that shows as nothing or as a blank ("\\n", a zero-width
+    space U+200B, a variation selector, a no-break space, the Hangul filler U+3164), as
+    U+XXXX, else None: `user:ana` and `user:ana` + U+200B look alike and are two users, so a
+    tag may hold none (an ordinary space inside a tag stays allowed)."""
     for ch in tag:
-        if unicodedata.category(ch) in ("Cc", "Cf"):
+        if (unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+                or (unicodedata.category(ch) == "Zs" and ch != " ") or ord(ch) in _BLANK):
             return f"U+{ord(ch):04X}"
     return None
 

@@ -32,7 +32,6 @@ import numpy as np
 from store_format import flags as fl
 from store_format import graph_files as gf
 from store_format.ingest_index import own_tags
-from store_format.tags import encode_tags
 
 from ...models.extractor import (candidate_spans, describe, role_relations, speaker_entities,
                                 window_text)
@@ -111,9 +110,9 @@ class Window:
     # document window is not time passing in the agent's life: it does not advance the
     # dormancy clock (FORMAT.md 16.1).
     source: str | None = None
-    # Each episode's own tags (ingest_index.own_tags), nested within one another: a node's
-    # tags are those of every episode that names it (FORMAT.md 13.3)
-    tags: list[frozenset] = field(default_factory=list)
+    # The own tags (ingest_index.own_tags) every episode of the window carries: the tags of
+    # the nodes it makes (FORMAT.md 13.3)
+    tags: frozenset = frozenset()
 
 
 @dataclass
@@ -175,7 +174,7 @@ def _window(chunk: list[tuple[int, int, dict]]) -> Window:
     source = chunk[0][2].get("source")
     document = all(b.get("source") == source and not b.get("session") for _, _, b in chunk)
     return Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk),
-                  source if source and document else None, [_own_tags(b) for _, _, b in chunk])
+                  source if source and document else None, _own_tags(chunk[0][2]))
 
 
 def _own_tags(body: dict) -> frozenset:
@@ -183,31 +182,10 @@ def _own_tags(body: dict) -> frozenset:
                               body.get("source")))
 
 
-def _cut(items: list[tuple[int, int, dict]], size: int) -> list[list[tuple[int, int, dict]]]:
-    """A stream's episodes, in order, as windows of at most `size` whose own tags are nested
-    two by two (one set within the other): an untagged turn and a `plan`-tagged one share a
-    window, two users' turns under one session name (`user:ana`, `user:bob`) never do. Each
-    episode joins the oldest open window it fits, which closes when full."""
-    done, open_ = [], []
-    for item in items:
-        t = _own_tags(item[2])
-        for win in open_:
-            if all(t <= u or u <= t for u in win[1]):
-                break
-        else:
-            win = ([], [])
-            open_.append(win)
-        win[0].append(item)
-        win[1].append(t)
-        if len(win[0]) == size:
-            open_.remove(win)
-            done.append(win[0])
-    return sorted(done + [w for w, _ in open_], key=lambda w: (w[0][0], w[0][1]))
-
-
 def plan_windows(store, size: int, resume=()) -> list[Window]:
     """Unconsolidated live episodes grouped by session, else source, else alone; each stream in
-    (timestamp, id) order cut into windows of `size` (_cut: never two users' episodes in one);
+    (timestamp, id) order cut into windows of `size`, one set of own tags at a time (two users'
+    memories never share a window, and how one user's are cut never depends on another's);
     windows ordered oldest first.
 
     `resume`: the episodes of the last window committed (FORMAT.md 16). When a crash
@@ -216,7 +194,7 @@ def plan_windows(store, size: int, resume=()) -> list[Window]:
     same nodes and edge keys) and the later windows keep the boundaries of an uninterrupted
     run."""
     resume = {int(i) for i in resume}
-    streams: dict[str, list[tuple[int, int, dict]]] = {}
+    streams: dict[tuple, list[tuple[int, int, dict]]] = {}
     again: list[tuple[int, int, dict]] = []
     pending = False
     for seg in store.segments:
@@ -237,11 +215,12 @@ def plan_windows(store, size: int, resume=()) -> list[Window]:
                 continue
             key = (f"session:{body['session']}" if body.get("session") else
                    f"source:{body['source']}" if body.get("source") else f"record:{rid}")
-            streams.setdefault(key, []).append((int(ts[row]), rid, body))
+            streams.setdefault((key, _own_tags(body)), []).append((int(ts[row]), rid, body))
     windows = []
     for items in streams.values():
         items.sort(key=lambda x: (x[0], x[1]))
-        windows += [_window(chunk) for chunk in _cut(items, size)]
+        for i in range(0, len(items), size):
+            windows.append(_window(items[i:i + size]))
     windows.sort(key=lambda w: (w.timestamp_ms - 0, w.ids[0]))
     if pending:
         again.sort(key=lambda x: (x[0], x[1]))
@@ -251,8 +230,8 @@ def plan_windows(store, size: int, resume=()) -> list[Window]:
 
 class NodeIndex:
     """The semantic nodes in memory: unit vectors for the dense dedup scan, names, bodies and
-    tags. A mention joins only a node whose tags are nested with its own (FORMAT.md 13.3): one
-    "Paris" per user, and a user's labelled memories still join that user's nodes."""
+    tags. A mention joins only a node whose tags are all its own (FORMAT.md 13.3): one "Paris"
+    per user, and a user's labelled memories still join that user's nodes."""
 
     def __init__(self, dim: int):
         self.ids: list[int] = []
@@ -288,43 +267,26 @@ class NodeIndex:
         self.by_key.setdefault(name_key(name), []).append(i)
         return i
 
-    def _nested(self, hits, tags: frozenset) -> int | None:
+    def _within(self, hits, tags: frozenset) -> int | None:
         """Of `hits`, the node a mention carrying `tags` joins: of those whose tags are all in
-        `tags`, the one with the most; else, of those whose tags hold all of `tags`, the one
-        with the fewest (the join narrows it to `tags`); first made first."""
+        `tags`, the one with the most, first made first. A node's tags never change: what
+        another user stores never decides which node is one user's."""
         within = [i for i in hits if self.tags[i] <= tags]
-        if within:
-            return max(within, key=lambda i: (len(self.tags[i]), -i))
-        holding = [i for i in hits if tags <= self.tags[i]]
-        return min(holding, key=lambda i: (len(self.tags[i]), i)) if holding else None
+        return max(within, key=lambda i: (len(self.tags[i]), -i)) if within else None
 
     def find(self, name: str, tags=frozenset()) -> int | None:
         """The node of this name (compared case-insensitively) that a mention carrying `tags`
-        joins (_nested), else None."""
-        return self._nested(self.by_name.get(name.casefold(), []), frozenset(tags))
+        joins (_within), else None."""
+        return self._within(self.by_name.get(name.casefold(), []), frozenset(tags))
 
     def document(self, source: str) -> int | None:
         """The node of a document: the untagged node of its name (one per source), else None."""
         return next((i for i in self.by_name.get(source.casefold(), []) if not self.tags[i]),
                     None)
 
-    def outside(self, tags) -> np.ndarray:
-        """bool per node: its tags and `tags` are not nested (another user's node)."""
-        tags = frozenset(tags)
-        return np.array([not (t <= tags or tags <= t) for t in self.tags], bool)
-
-    def narrow(self, i: int, tags: frozenset) -> bool:
-        """Node `i` keeps only the tags in `tags` too (every episode linked to it carries its
-        tags); True when that changed them."""
-        kept = self.tags[i] & tags
-        if kept == self.tags[i]:
-            return False
-        self.tags[i] = kept
-        if kept:
-            self.bodies[i]["tags"] = sorted(kept)
-        else:
-            self.bodies[i].pop("tags", None)
-        return True
+    def other_tags(self, tags) -> np.ndarray:
+        """bool per node: its tags are not `tags`."""
+        return np.array([t != tags for t in self.tags], bool)
 
     def add(self, rid: int, body: dict, vector: np.ndarray) -> int:
         self.vectors = np.concatenate([self.vectors, _unit(vector)[None]])
@@ -340,12 +302,12 @@ class NodeIndex:
         tags = frozenset(tags)
         hit = self.find(name, tags)
         if hit is None:
-            hit = self._nested(self.by_key.get(name_key(name), []), tags)
+            hit = self._within(self.by_key.get(name_key(name), []), tags)
         if hit is not None:
             return hit
         if len(self.ids):
             sims = self.vectors @ vector
-            sims[self.outside(tags)] = -np.inf
+            sims[[not t <= tags for t in self.tags]] = -np.inf
             words = set(name_key(name).split())
             for best in np.argsort(-sims)[:5].tolist():
                 if sims[best] < threshold:
@@ -399,7 +361,7 @@ def replay_scores(w: StoreWriter, win: Window, nodes: NodeIndex,
     for i, (rid, text) in enumerate(zip(win.ids, win.texts)):
         h = w.header(rid)
         rep = sum(1 for c in cands if c in text and (
-            nodes.find(c, win.tags[i]) is not None
+            nodes.find(c, win.tags) is not None
             or any(c in t for j, t in enumerate(win.texts) if j != i)))
         bonus = cfg.entity_bonus * min(rep, 5) + cfg.recall_bonus * min(h.recall_count, 10)
         scores.append(min(1.0, h.storage_strength / 2.0) * (1.0 + bonus))
@@ -498,9 +460,6 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     # to those, not to the whole window, and described by their clauses.
     seen_in = [[ep for ep, t in zip(kept_ids, kept_texts) if mentions(e["name"], t)] or
                list(kept_ids) for e in ents]
-    # a node's tags: those every episode that names it carries (FORMAT.md 13.3)
-    tags_of = dict(zip(win.ids, win.tags))
-    ent_tags = [frozenset.intersection(*(tags_of[ep] for ep in eps)) for eps in seen_in]
     facts = [[] if e["name"].casefold() in speaker_names else
              list(dict.fromkeys(c for c in (describe(e["name"], [t]) for t in kept_texts
                                             if mentions(e["name"], t)) if c))
@@ -516,7 +475,6 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         else np.zeros((0, w.manifest.dim))
     pending: list[tuple[NewMemory, int]] = []   # (memory, index in `nodes`)
     touched_existing: dict[int, None] = {}
-    narrowed: set[int] = set()                  # existing nodes whose tags a join narrowed
     window_nodes: dict[str, int] = {}           # casefolded name -> index in `nodes`
     n_existing = len(nodes.ids)
     # Document nodes first (engine/consolidate/doclinks.py), so that a name the model also extracts merges
@@ -543,12 +501,10 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
             nodes.bodies[hit]["document"] = True
             touched_existing[hit] = None
     node_eps: dict[int, list[int]] = {}       # index in `nodes` -> episodes that name it
-    for e, v, eps, f, b0, tags in zip(ents, vecs, seen_in, facts, first, ent_tags):
+    for e, v, eps, f, b0 in zip(ents, vecs, seen_in, facts, first):
         v = _unit(v)
-        hit = nodes.match(e["name"], v, cfg.dedup_threshold, tags)
+        hit = nodes.match(e["name"], v, cfg.dedup_threshold, win.tags)
         if hit is not None:
-            if nodes.narrow(hit, tags) and hit < n_existing:
-                narrowed.add(hit)
             nodes.vectors[hit] = _unit((1 - cfg.ema) * nodes.vectors[hit] + cfg.ema * v)
             body = nodes.bodies[hit]
             old = [s for s in body.get("sources", []) if s not in eps]
@@ -563,11 +519,11 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
                 touched_existing[hit] = None
                 res.nodes_merged += 1
         else:
-            body = dict(b0, sources=list(eps), **({"tags": sorted(tags)} if tags else {}))
+            body = dict(b0, sources=list(eps), **({"tags": sorted(win.tags)} if win.tags else {}))
             hit = nodes.add(0, body, v)  # id assigned at append
             pending.append((NewMemory(text="", vector=v, timestamp_ms=win.timestamp_ms,
                                       memory_type=fl.MemoryType.SEMANTIC, resolved=True,
-                                      meta={}), hit))
+                                      tags=sorted(win.tags), meta={}), hit))
             res.nodes_created += 1
         window_nodes[e["name"].casefold()] = hit
         node_eps[hit] = list(dict.fromkeys(node_eps.get(hit, []) + eps))
@@ -590,7 +546,6 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         if not mem.text:
             mem.text = f"{b['name']} [TYPE] {b['etype']} [DESC] {b['desc']}"
         mem.meta = dict(b)
-        mem.tags = sorted(nodes.tags[i])
         mem.vector = nodes.vectors[i]
     _append_nodes(w, nodes, pending)
 
@@ -624,7 +579,9 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
     for i in sorted(set(window_nodes.values())):
         sims = nodes.vectors @ nodes.vectors[i]
         sims[i] = -1.0
-        sims[nodes.outside(nodes.tags[i])] = -1.0  # no edge between two users' nodes
+        # only between nodes of one tag set: no edge from another user's node, nor from an
+        # untagged node that every user's mentions may join
+        sims[nodes.other_tags(nodes.tags[i])] = -1.0
         for j in np.argsort(-sims)[:cfg.max_in_edges]:
             if sims[j] <= cfg.assoc_threshold:
                 break
@@ -656,11 +613,7 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         b = nodes.bodies[i]
         text = w.body(nodes.ids[i])["text"] if doclinks.is_document(b) else \
             f"{b['name']} [TYPE] {b['etype']} [DESC] {b['desc']}"
-        h = None
-        if i in narrowed:  # the header's Bloom filter holds the tags the body now holds
-            h = w.header(nodes.ids[i]).replace(synaptic_tags=encode_tags(nodes.tags[i]))
-        w.rewrite_after_commit(nodes.ids[i], header=h, vector=nodes.vectors[i],
-                               body={**b, "text": text})
+        w.rewrite_after_commit(nodes.ids[i], vector=nodes.vectors[i], body={**b, "text": text})
     for k, rid in enumerate(win.ids):
         h = w.header(rid)
         h = h.replace(flags=fl.set_flag(h.flags, fl.CONSOLIDATED))

@@ -329,16 +329,36 @@ def derived_nodes(w: Store, removed: set[int]) -> tuple[list[int], list[int]]:
 
 def trash_to_empty(store: Store, within=(), t: "Table | None" = None) -> tuple[set[int], set[int]]:
     """(ids a compaction removes, ids it leaves in the trash): the whole trash; under a scope
-    (`within`, a user's tags) its part of it and the trashed semantic nodes (derived data,
-    which may quote a purged text), never another user's trashed records,
-    which stay restorable (a scope tells nothing of them, not even that they are there).
-    `t`: the store's Table, when the caller has read it."""
+    (`within`, a user's tags) its part of it, semantic nodes included (they carry the tags of
+    the memories they came from, FORMAT.md 13.3), never another user's trashed records, which
+    stay restorable (a scope tells nothing of them, not even that they are there). A purge
+    adds the nodes derived from what it removes (purge_targets). `t`: the store's Table, when
+    the caller has read it."""
     t = Table.of(store) if t is None else t
     trashed = fl.is_tombstone(t.flags)
     if not within:
         return set(t.ids[trashed].tolist()), set()
-    mine = tag_mask(store, within) | (fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC)
+    mine = tag_mask(store, within)
     return set(t.ids[trashed & mine].tolist()), set(t.ids[trashed & ~mine].tolist())
+
+
+def _relations_to(store: Store, removed: set[int]) -> dict[int, set[str]]:
+    """node id -> the casefolded names of the removed semantic nodes its RELATION edges point
+    to (a node's `relations` name their targets, FORMAT.md 13.3)."""
+    g = store.graph()
+    rel = np.asarray(g.types) == gf.RELATION
+    src = np.repeat(g.node_ids, np.diff(g.indptr.astype(np.int64)))[rel]
+    dst = g.node_ids[g.indices.astype(np.intp)][rel]
+    hit = np.isin(dst, np.fromiter(removed, np.uint64, len(removed)))
+    out: dict[int, set[str]] = {}
+    names: dict[int, str | None] = {}
+    for s, d in zip(src[hit].tolist(), dst[hit].tolist()):
+        if d not in names:
+            name = store.body(d).get("name")
+            names[d] = name.casefold() if isinstance(name, str) else None
+        if names[d] is not None:
+            out.setdefault(s, set()).add(names[d])
+    return out
 
 
 def purge_targets(store: Store, removed: set[int]) -> tuple[list[int], list[int], list[int]]:
@@ -376,22 +396,20 @@ def compact(w: StoreWriter, purge: bool = False, within=(), keep=frozenset()) ->
         if derived:
             trash(w, derived)
             removed |= set(derived)
-        # every removed node's name, also of nodes an interrupted run already trashed
-        semantic = fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC
-        gone_names = set()
-        for rid in sorted(set(t.ids[semantic].tolist()) & removed | set(derived)):
-            name = w.body(rid).get("name")
-            if isinstance(name, str):
-                gone_names.add(name.casefold())
+        # the relations to a removed node (also one an interrupted run already trashed): the
+        # name each node's RELATION edges point to, so that another user's node of the same
+        # name keeps its relations
+        gone_names = _relations_to(w, removed | set(derived))
 
         def transform(rid: int, body: dict):
             new = dict(body)
             if isinstance(body.get("sources"), list):
                 new["sources"] = [s for s in body["sources"] if s not in removed]
-            if isinstance(body.get("relations"), list) and gone_names:
+            names = gone_names.get(rid)
+            if isinstance(body.get("relations"), list) and names:
                 new["relations"] = [r for r in body["relations"] if not (
                     isinstance(r, list) and r and isinstance(r[0], str)
-                    and r[0].casefold() in gone_names)]
+                    and r[0].casefold() in names)]
             return new if new != body else None
 
     w.close_writers()
@@ -440,6 +458,7 @@ def prune(w: StoreWriter, policy: PrunePolicy, *, compact_after: bool = False,
     report = {"dry_run": False, **sel.as_dict()}
     report["trashed"] = trash(w, sel.selected)
     if compact_after or purge:
+        mine = scope_ids(w, policy.within)  # before the compaction removes some of them
         try:
             report.update(compact(w, purge=purge, within=policy.within))
         except StoreError as exc:  # the trash is committed, its emptying is not: say so
@@ -454,7 +473,7 @@ def prune(w: StoreWriter, policy: PrunePolicy, *, compact_after: bool = False,
                     f"prune{scope} --{'purge' if purge else 'compact'} --yes` again to finish"]))
             raise
         if policy.within:
-            _scoped_report(w, report, policy.within)
+            scoped_report(report, mine)
     return report
 
 
@@ -464,16 +483,24 @@ _STORE_WIDE = ("kept_records", "rewritten_bodies", "deleted_files", "bytes_befor
                "bytes_after", "bytes_reclaimed")
 
 
-def _scoped_report(store: Store, report: dict, within) -> None:
-    """A scoped compaction's report names only the scope's records: the episodes requeued for
-    consolidation may be another user's (they shared a node with a purged record), and
-    are requeued all the same, without being named."""
+def scope_ids(store: Store, within) -> set[int] | None:
+    """The ids of the records carrying every tag of `within` (None without a scope)."""
+    return set(store.ids[tag_mask(store, within)].tolist()) if within else None
+
+
+def scoped_report(report: dict, mine: set[int]) -> None:
+    """A scoped compaction's report (or its dry run's) names only the scope's records (`mine`,
+    as they were before it): the nodes derived from a purged record and the episodes requeued
+    for consolidation may be another user's or shared (untagged), and are removed or requeued
+    all the same, without being named or counted."""
     for key in _STORE_WIDE:
         report.pop(key, None)
-    requeued = report.get("requeued_for_consolidation")
-    if requeued:
-        mine = set(store.ids[tag_mask(store, within)].tolist())
-        report["requeued_for_consolidation"] = [r for r in requeued if r in mine]
+    for key in ("removed_ids", "derived_nodes", "pinned_derived_nodes",
+                "requeued_for_consolidation", "would_remove"):
+        if report.get(key):
+            report[key] = [r for r in report[key] if r in mine]
+    if "removed_records" in report:
+        report["removed_records"] = len(report.get("removed_ids", []))
 
 
 __all__ = ["PrunePolicy", "Selection", "select", "trash", "restore", "mark", "compact", "prune",
