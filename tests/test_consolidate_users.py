@@ -1,6 +1,6 @@
-"""Consolidation keeps users apart (FORMAT.md 13.3): a window never holds two users' memories, a
-node carries the tags that all its memories share, and a tagged recall goes through that
-user's nodes as in a store of their own."""
+"""Consolidation keeps users apart (FORMAT.md 13.3): a window holds one set of tags, a node
+carries its window's tags and only memories carrying them join it, and a tagged recall goes
+through that user's nodes as in a store of their own."""
 from __future__ import annotations
 
 import os

@@ -8,7 +8,7 @@ import numpy as np
 
 from store_format import flags as fl
 
-from ..maintenance.prune import Table, _set_bit, compact, trash
+from ..maintenance.prune import Table, compact, set_bit, trash
 from ..store import StoreWriter
 from .dormancy import DormancyState
 
@@ -28,7 +28,7 @@ def drop_graph(w: StoreWriter) -> int:
     t = Table.of(w)
     gone = fl.is_tombstone(t.flags)
     node = fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC
-    _set_bit(w, t.ids[~gone & ~node & fl.is_consolidated(t.flags)], fl.CONSOLIDATED, False)
+    set_bit(w, t.ids[~gone & ~node & fl.is_consolidated(t.flags)], fl.CONSOLIDATED, False)
     trash(w, t.ids[~gone & node])
     if node.any():
         compact(w, keep=set(t.ids[gone & ~node].tolist()))

@@ -202,7 +202,7 @@ def _query_mask(store, policy, t, live, embedder, now_ms, sel) -> np.ndarray:
 # --- writing -----------------------------------------------------------------------------------
 
 
-def _set_bit(w: StoreWriter, ids, bit: int, on: bool) -> list[int]:
+def set_bit(w: StoreWriter, ids, bit: int, on: bool) -> list[int]:
     """Set or clear one flag bit; returns the ids that changed."""
     updates, changed = {}, []
     for rid in dict.fromkeys(int(i) for i in ids):
@@ -218,7 +218,7 @@ def _set_bit(w: StoreWriter, ids, bit: int, on: bool) -> list[int]:
 
 def trash(w: StoreWriter, ids) -> list[int]:
     """Tombstone `ids` (FORMAT.md 14.1); returns the ids that were live."""
-    return _set_bit(w, ids, fl.TOMBSTONE, True)
+    return set_bit(w, ids, fl.TOMBSTONE, True)
 
 
 def restore_plan(store: Store, ids) -> dict:
@@ -247,7 +247,7 @@ def restore(w: StoreWriter, ids) -> dict:
         except KeyError:
             missing.append(rid)
     plan = restore_plan(w, found)
-    restored = _set_bit(w, plan["restore"], fl.TOMBSTONE, False)
+    restored = set_bit(w, plan["restore"], fl.TOMBSTONE, False)
     return {"restored": restored, "not_in_trash": plan["not_in_trash"],
             "already_live": plan["already_live"], "not_found": missing}
 
@@ -392,7 +392,7 @@ def compact(w: StoreWriter, purge: bool = False, within=(), keep=frozenset()) ->
         # episodes requeued again); nodes already trashed no longer are, so their episodes
         # must be requeued by then.
         if requeue:  # consolidate rebuilds their nodes from what remains
-            _set_bit(w, requeue, fl.CONSOLIDATED, False)
+            set_bit(w, requeue, fl.CONSOLIDATED, False)
         if derived:
             trash(w, derived)
             removed |= set(derived)
