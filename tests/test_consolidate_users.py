@@ -155,6 +155,11 @@ def test_rebuild_gives_nodes_made_before_their_users_tags(tmp_path, emb, monkeyp
     assert sorted((b["name"], tuple(b.get("tags", ())), len(b["sources"]))
                   for b, _ in nodes(store).values()) == sorted(
         (b["name"], tuple(b.get("tags", ())), len(b["sources"])) for b, _ in made.values())
+    # restored after the rebuild dropped its nodes, it is consolidated again (found by a
+    # second review: it kept its consolidated flag and stayed out of the graph for good)
+    api.restore(store=store, ids=[bobs_last])
+    assert api.consolidate(store=store, embedder=emb)["episodes"] == 1
+    assert any(bobs_last in b["sources"] for b, _ in nodes(store).values())
 
 
 def test_a_scoped_purge_leaves_other_users_nodes_alone(tmp_path, emb):
@@ -182,3 +187,36 @@ def test_a_scoped_purge_leaves_other_users_nodes_alone(tmp_path, emb):
     assert not set(report["derived_nodes"]) - ana_before
     assert api.restore(store=store, ids=[garage])["restored"] == [garage]
     assert nodes(store)[bobs("Bob")][0]["relations"] == relations
+
+
+def test_a_scoped_purge_run_again_after_a_failure_leaves_no_purged_text(tmp_path, emb,
+                                                                       monkeypatch):
+    """Found by a second review: Ana's purge trashed the untagged "Paris" node that quotes her
+    purged turn (a tagged mention may join an untagged node), the compaction failed (a full
+    disk), and the purge run again as its hint says compacted only her tagged records: the
+    node stayed in the trash, restorable, with her text."""
+    from store_format import compaction
+
+    store = str(tmp_path / "s")
+    secret = "In Paris I met my secret friend Jacques at the Ritz."
+    items = [{**turn(0, "guide", "Paris is the capital of France."), "tags": []},
+             turn(1, "ana", secret), turn(2, "bob", "Paris was rainy all week.")]
+    api.ingest(items, store=store, embedder=emb)
+    api.consolidate(store=store, embedder=emb)
+    quoting = [i for i, (b, _) in nodes(store).items() if "Jacques" in b["text"]]
+    assert quoting and any("tags" not in nodes(store)[i][0] for i in quoting)
+    hers = sum(b.get("tags") == ["user:ana"] for b, _ in nodes(store).values())
+    real = compaction.compact
+
+    def full_disk(*a, **kw):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(compaction, "compact", full_disk)
+    with pytest.raises(Exception) as failed:
+        api.prune(store=store, ids=[2], within=["user:ana"], purge=True)
+    assert f"; {hers} node(s) derived" in failed.value.hint  # hers only, not the untagged one
+    monkeypatch.setattr(compaction, "compact", real)
+    api.prune(store=store, ids=[2], within=["user:ana"], purge=True)
+    with Store.open(store) as s:
+        left = [s.body(r)["text"] for r in s.ids.tolist()]
+    assert not any("Jacques" in t for t in left)
+    assert any("rainy" in t for t in left)  # Bob's memory is untouched

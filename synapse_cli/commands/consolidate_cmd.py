@@ -38,8 +38,8 @@ def consolidate(
                                           help="CPU threads for the model (default 2)."),
     rebuild: bool = typer.Option(False, "--rebuild",
                                  help="First drop the graph consolidation built (every "
-                                      "semantic node and its edges; memories in the trash stay "
-                                      "there) and build it again from every live memory: after "
+                                      "semantic node, pinned ones too, and its edges; memories "
+                                      "in the trash stay there) and build it again from every live memory: after "
                                       "a change of --model, or for nodes made before they "
                                       "carried their users' tags. Extractions already cached "
                                       "for the same model are reused."),

@@ -15,10 +15,10 @@ from .dormancy import DormancyState
 
 def drop_graph(w: StoreWriter) -> int:
     """Forget the dormancy state (its nodes go, and its record of the last window would make
-    the run redo that window whole, as after a crash: FORMAT.md 16), queue every live episode
-    for consolidation again (its consolidated flag cleared), then compact every semantic node
-    away, live or in the trash, with its edges; what a user put in the trash stays there,
-    restorable. Each step is its own commit, in this order, and the whole can be run again: a
+    the run redo that window whole, as after a crash: FORMAT.md 16), queue every episode for
+    consolidation again (its consolidated flag cleared, in the trash too), then compact every
+    semantic node away, live or in the trash, pinned or not, with its edges; what a user put
+    in the trash stays there, restorable. Each step is its own commit, in this order, and the whole can be run again: a
     rebuild killed half way is finished by the next one. Returns the nodes dropped."""
     state = DormancyState.load(w)
     if state.last_window or len(state.ids):
@@ -28,7 +28,8 @@ def drop_graph(w: StoreWriter) -> int:
     t = Table.of(w)
     gone = fl.is_tombstone(t.flags)
     node = fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC
-    set_bit(w, t.ids[~gone & ~node & fl.is_consolidated(t.flags)], fl.CONSOLIDATED, False)
+    # the trashed ones too: one restored later has no node left and must be consolidated again
+    set_bit(w, t.ids[~node & fl.is_consolidated(t.flags)], fl.CONSOLIDATED, False)
     trash(w, t.ids[~gone & node])
     if node.any():
         compact(w, keep=set(t.ids[gone & ~node].tolist()))

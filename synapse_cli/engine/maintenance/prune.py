@@ -41,7 +41,7 @@ from store_format.errors import StoreError, StoreIOError
 from store_format.fileio import file_sizes
 from store_format.tags import normalize_tag
 
-from ..filters import tag_mask
+from ..filters import header_tags, tag_mask
 from ..scoring import effective_decay_array
 from ..store import Store, StoreWriter
 
@@ -329,16 +329,20 @@ def derived_nodes(w: Store, removed: set[int]) -> tuple[list[int], list[int]]:
 
 def trash_to_empty(store: Store, within=(), t: "Table | None" = None) -> tuple[set[int], set[int]]:
     """(ids a compaction removes, ids it leaves in the trash): the whole trash; under a scope
-    (`within`, a user's tags) its part of it, semantic nodes included (they carry the tags of
-    the memories they came from, FORMAT.md 13.3), never another user's trashed records, which
-    stay restorable (a scope tells nothing of them, not even that they are there). A purge
-    adds the nodes derived from what it removes (purge_targets). `t`: the store's Table, when
-    the caller has read it."""
+    (`within`, a user's tags) its part of it, its nodes included (they carry the tags of the
+    memories they came from, FORMAT.md 13.3), and the trashed untagged nodes (nobody's derived
+    data, which may quote a purged text: a purge interrupted after it trashed them must remove
+    them when run again), never another user's trashed records or nodes, which stay
+    restorable (a scope tells nothing of them, not even that they are there). A purge adds the
+    nodes derived from what it removes (purge_targets). `t`: the store's Table, when the
+    caller has read it."""
     t = Table.of(store) if t is None else t
     trashed = fl.is_tombstone(t.flags)
     if not within:
         return set(t.ids[trashed].tolist()), set()
-    mine = tag_mask(store, within)
+    untagged = header_tags(store) == 0  # the Bloom filter of a record without tags
+    mine = tag_mask(store, within) | (
+        (fl.memory_type_code(t.flags) == fl.MemoryType.SEMANTIC) & untagged)
     return set(t.ids[trashed & mine].tolist()), set(t.ids[trashed & ~mine].tolist())
 
 
@@ -430,8 +434,11 @@ def compact(w: StoreWriter, purge: bool = False, within=(), keep=frozenset()) ->
         elif not isinstance(exc, StoreError):
             err = StoreIOError(exc.strerror or str(exc), exc.filename or str(w.path))
         if derived or requeue:  # what the purge committed before it stopped
-            err.purge_done = (f"{len(derived)} node(s) derived from them are in the trash too "
-                              f"and {len(requeue)} episode(s) wait for consolidate")
+            mine = scope_ids(w, within)  # a scoped purge counts the scope's records only
+            n_derived, n_requeue = ((len(derived), len(requeue)) if mine is None else
+                                    (len(set(derived) & mine), len(set(requeue) & mine)))
+            err.purge_done = (f"{n_derived} node(s) derived from them are in the trash too "
+                              f"and {n_requeue} episode(s) wait for consolidate")
         raise err from None
     scrubbed = sorted(set(scrubbed) | set(compaction.scrub(w.path))) if purge else []
     w.manifest = w._pending = res.manifest
