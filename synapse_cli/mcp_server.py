@@ -453,8 +453,8 @@ def build(path: Path, scope: str | None = None):
         extracted) whose name contains `name`; exact names first, then the most mentioned.
         Returns {nodes: [{id, name, type, description, mentions}]}; open one with
         `open_node`. A node carries the tags of the memories it was made from (only memories
-        carrying them join it), and its description quotes them: on a server started with --scope TAG only the nodes
-        that carry TAG are found. `limit`: 1 to 200."""
+        carrying them join it), and its description quotes them: on a server started with
+        --scope TAG only the nodes that carry TAG are found. `limit`: 1 to 200."""
         if not 1 <= limit <= 200:  # as recall's k: an error, not quietly another number
             raise api.InputError("limit", f"{limit}: expected 1 to 200")
         return {"nodes": api.nodes(name, path, limit=limit, within=fixed)}

@@ -39,10 +39,10 @@ def consolidate(
     rebuild: bool = typer.Option(False, "--rebuild",
                                  help="First drop the graph consolidation built (every "
                                       "semantic node, pinned ones too, and its edges; memories "
-                                      "in the trash stay there) and build it again from every live memory: after "
-                                      "a change of --model, or for nodes made before they "
-                                      "carried their users' tags. Extractions already cached "
-                                      "for the same model are reused."),
+                                      "in the trash stay there) and build it again from every "
+                                      "live memory: after a change of --model, or for nodes "
+                                      "made before they carried their users' tags. Extractions "
+                                      "already cached for the same model are reused."),
     json: bool = JSON_OPTION,
     quiet: bool = QUIET_OPTION,
 ) -> None:

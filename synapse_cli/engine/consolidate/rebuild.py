@@ -18,8 +18,9 @@ def drop_graph(w: StoreWriter) -> int:
     the run redo that window whole, as after a crash: FORMAT.md 16), queue every episode for
     consolidation again (its consolidated flag cleared, in the trash too), then compact every
     semantic node away, live or in the trash, pinned or not, with its edges; what a user put
-    in the trash stays there, restorable. Each step is its own commit, in this order, and the whole can be run again: a
-    rebuild killed half way is finished by the next one. Returns the nodes dropped."""
+    in the trash stays there, restorable. Each step is its own commit, in this order, and the
+    whole can be run again: a rebuild killed half way is finished by the next one. Returns the
+    nodes dropped."""
     state = DormancyState.load(w)
     if state.last_window or len(state.ids):
         DormancyState(windows=state.windows).stage(w)

@@ -238,6 +238,9 @@ class NodeIndex:
         self.vectors = np.zeros((0, dim), np.float32)
         self.bodies: list[dict] = []
         self.tags: list[frozenset] = []
+        # each node's tag set as a small code, so that the dense scans mask by numpy
+        self.codes: dict[frozenset, int] = {}
+        self.code = np.zeros(0, np.int32)
         self.by_name: dict[str, list[int]] = {}  # casefolded name -> indices
         self.by_key: dict[str, list[int]] = {}   # name_key -> indices: a name and its forms
 
@@ -261,7 +264,9 @@ class NodeIndex:
         i = len(self.ids)
         self.ids.append(rid)
         self.bodies.append(body)
-        self.tags.append(frozenset(body.get("tags") or ()))
+        tags = frozenset(body.get("tags") or ())
+        self.tags.append(tags)
+        self.code = np.append(self.code, np.int32(self.codes.setdefault(tags, len(self.codes))))
         name = str(body.get("name", ""))
         self.by_name.setdefault(name.casefold(), []).append(i)
         self.by_key.setdefault(name_key(name), []).append(i)
@@ -286,7 +291,12 @@ class NodeIndex:
 
     def other_tags(self, tags) -> np.ndarray:
         """bool per node: its tags are not `tags`."""
-        return np.array([t != tags for t in self.tags], bool)
+        return self.code != self.codes.get(frozenset(tags), -1)
+
+    def not_within(self, tags) -> np.ndarray:
+        """bool per node: some of its tags are not in `tags` (a mention carrying `tags` may
+        not join it)."""
+        return ~np.isin(self.code, [c for t, c in self.codes.items() if t <= tags])
 
     def add(self, rid: int, body: dict, vector: np.ndarray) -> int:
         self.vectors = np.concatenate([self.vectors, _unit(vector)[None]])
@@ -307,7 +317,7 @@ class NodeIndex:
             return hit
         if len(self.ids):
             sims = self.vectors @ vector
-            sims[[not t <= tags for t in self.tags]] = -np.inf
+            sims[self.not_within(tags)] = -np.inf
             words = set(name_key(name).split())
             for best in np.argsort(-sims)[:5].tolist():
                 if sims[best] < threshold:

@@ -61,10 +61,9 @@ class EcphorySettings:
 
 FALLBACK_NOTE = ("no semantic nodes to search (run `synapse consolidate`, or widen --type): "
                  "direct chunk search only")
-FILTERED_NOTE = ("no semantic node passes the filter (a node carries only the tags that all the "
-                 "memories it came from share, so --tag leaves out those built from untagged or "
-                 "other users' memories; --type or a time window may too): direct chunk search "
-                 "only")
+FILTERED_NOTE = ("no semantic node passes the filter (a node carries the tags of the memories "
+                 "it was made from, so --tag leaves out those made from untagged or other "
+                 "users' memories; --type or a time window may too): direct chunk search only")
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:
