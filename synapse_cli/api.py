@@ -329,7 +329,8 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
         require_pruned_ids(w, policy)
         sel = pr.select(w, policy, embedder) if policy.active() else pr.Selection()
         if dry_run:
-            return {"dry_run": True, **(sel.as_dict() if policy.active() else {})}
+            return {"dry_run": True, **(sel.as_dict() if policy.active() else {}),
+                    **(pr.compaction_plan(w, policy, sel, purge) if compact or purge else {})}
         return pr.prune(w, policy, compact_after=compact, purge=purge, selection=sel)
 
 

@@ -532,6 +532,7 @@ def test_a_scope_keeps_a_forget_to_one_users_memories(tmp_path):
     api.prune(store, ids=[1])
     dry = api.prune(store, ids=[2], within=["user:bob"], purge=True, dry_run=True)
     assert dry["selected"] == []  # already in the trash
+    assert dry["would_remove"] == [2]  # what the real run removes; not Ana's, trashed too
     out = api.prune(store, ids=[2], within=["user:bob"], purge=True)
     assert out["removed_ids"] == [2] and "1" not in json.dumps(out["out_of_scope"])
     assert api.restore([1], store=store)["restored"] == [1]

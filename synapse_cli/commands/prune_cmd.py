@@ -163,15 +163,7 @@ def prune(
                     output.warn(f"  {q['id']:>8}  {q['similarity']:.3f}  {q['text'][:100]!r}")
             if dry_run:
                 if compact or purge:
-                    gone = pr.trash_to_empty(w, policy.within)[0] | set(sel.selected)
-                    if purge:  # what the purge adds: the nodes derived from what goes
-                        derived, pinned, requeue = pr.purge_targets(w, gone)
-                        report.update(derived_nodes=derived, pinned_derived_nodes=pinned,
-                                      requeued_for_consolidation=requeue)
-                        gone |= set(derived)
-                    report["would_remove"] = sorted(int(x) for x in gone)
-                    if policy.within:
-                        pr.scoped_report(report, pr.scope_ids(w, policy.within))
+                    report.update(pr.compaction_plan(w, policy, sel, purge))
             else:
                 what = []
                 if sel.selected:

@@ -490,6 +490,25 @@ _STORE_WIDE = ("kept_records", "rewritten_bodies", "deleted_files", "bytes_befor
                "bytes_after", "bytes_reclaimed")
 
 
+def compaction_plan(store: Store, policy: PrunePolicy, selection: Selection,
+                    purge: bool) -> dict:
+    """What a dry run of `--compact` (or `--purge`) says the real run would remove for good:
+    the trash (of the scope, if any) plus what the policies would trash, and with `purge` the
+    semantic nodes derived from it (purge_targets). A scoped plan names only the scope's
+    records (scoped_report), as the real run's report does."""
+    gone = trash_to_empty(store, policy.within)[0] | set(selection.selected)
+    report: dict = {}
+    if purge:
+        derived, pinned, requeue = purge_targets(store, gone)
+        report.update(derived_nodes=derived, pinned_derived_nodes=pinned,
+                      requeued_for_consolidation=requeue)
+        gone |= set(derived)
+    report["would_remove"] = sorted(int(x) for x in gone)
+    if policy.within:
+        scoped_report(report, scope_ids(store, policy.within))
+    return report
+
+
 def scope_ids(store: Store, within) -> set[int] | None:
     """The ids of the records carrying every tag of `within` (None without a scope)."""
     return set(store.ids[tag_mask(store, within)].tolist()) if within else None
