@@ -217,7 +217,7 @@ def run_consolidate(store=None, *, lock_timeout: float = 30.0, max_seconds: floa
             total.left_because = "lock"
             break
         if total is None:
-            total = ConsolidateResult(nodes_dropped=dropped)
+            total = ConsolidateResult(rebuilt=rebuild, nodes_dropped=dropped)
         total.add(part)
         done += part.windows
         if not part.left_windows or not part.windows or (left is not None and budget == left):

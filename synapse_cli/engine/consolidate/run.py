@@ -119,7 +119,8 @@ class Window:
 class ConsolidateResult:
     windows: int = 0
     episodes: int = 0
-    nodes_dropped: int = 0          # by --rebuild before the run (engine/consolidate/rebuild.py)
+    rebuilt: bool = False           # a --rebuild run (engine/consolidate/rebuild.py), which
+    nodes_dropped: int = 0          # dropped these nodes first
     nodes_created: int = 0
     nodes_merged: int = 0
     edges: int = 0
@@ -145,7 +146,7 @@ class ConsolidateResult:
         for f in fields(self):
             if f.name in ("left_windows", "left_episodes", "left_because"):
                 setattr(self, f.name, getattr(other, f.name))
-            elif f.name != "seconds":
+            elif f.name not in ("seconds", "rebuilt"):
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def as_dict(self) -> dict:
@@ -156,7 +157,7 @@ class ConsolidateResult:
                                            "cache_hits", "left_windows", "left_episodes")}
         if self.left_windows:
             d["left_because"] = self.left_because
-        if self.nodes_dropped:
+        if self.rebuilt:  # also when it dropped nothing: one key set for every rebuild
             d["nodes_dropped"] = self.nodes_dropped
         d["seconds"] = round(self.seconds, 3)
         d["extract_seconds"] = round(self.extract_seconds, 3)
