@@ -23,8 +23,9 @@ With --verify, every question the gate lets through in `synapse` mode is also sc
 `recall --verify`'s second stage (engine/recall/answer_check.py: the local model's log-odds that
 the top memories explicitly mention what is asked; the configured GGUF, or --model), and each
 half gets a `synapse+verify` row at the configured threshold and one at the threshold
-calibrated on the tune and tune2 halves only (the most never-answered questions refused with
-<= 5% of their answerable ones refused): the held-out and fresh halves never choose it. A
+calibrated on the tuned halves only (tune, tune2, tune3: the most never-answered questions
+refused with <= 5% of their answerable ones refused): the held-out and fresh halves never
+choose it. A
 question refused by the second stage scores as refused (no top 3, no current first); the as-of
 recalls are not checked.
 """
@@ -64,6 +65,7 @@ HALVES = {"tune": ("personal_assistant", "team_chat"),
           "heldout": ("customer_support", "family_group"),
           "fresh": ("house_share", "freelance_client")}
 HALF_OF = {c: h for h, cs in HALVES.items() for c in cs}
+TUNED = ("tune", "tune2", "tune3")
 ANSWERABLE = ("changed", "two_hop", "single")
 K = 10
 DAY_MS = 86_400_000
@@ -271,8 +273,8 @@ def calibrate_verify(recs: list[dict]) -> float:
 
 def verify_rows(by_half: dict, configured: float) -> tuple[dict, float]:
     """Per half, the synapse rows with the second stage at the configured threshold and at
-    the one calibrated on the tuned halves (tune, tune2) only."""
-    tuned = [r for h in ("tune", "tune2") for r in by_half.get(h, {}).get("synapse", [])]
+    the one calibrated on the tuned halves (TUNED) only."""
+    tuned = [r for h in TUNED for r in by_half.get(h, {}).get("synapse", [])]
     calibrated = calibrate_verify(tuned) if tuned else -np.inf
     rows = {}
     for h, ms in by_half.items():
@@ -398,7 +400,7 @@ def run(args) -> dict:
             results[h].update(r)
         verify_info = {"model": Path(model).name, "memories_shown": vcfg.memories,
                        "configured_threshold": vcfg.threshold,
-                       "threshold_calibrated_on_tune_and_tune2": (
+                       "threshold_calibrated_on_tuned_halves": (
                            None if not np.isfinite(calibrated) else round(calibrated, 4)),
                        "scores": {h: [[r["id"], r.get("verify_score")] for r in ms["synapse"]]
                                   for h, ms in by_half.items() if h != "fresh"}}
