@@ -137,6 +137,17 @@ def test_mentions_third_person(text, yes):
     assert mentions_third_person("Tomás", text) is yes
 
 
+def test_a_name_typed_without_its_capital_is_still_a_mention():
+    """Chat often types no capitals (tune3's "leaving drinks for gaz saturday" was no mention
+    of Gaz, so "Where were Gaz's leaving drinks?" was refused); a name that is also an
+    everyday word is only found capitalised."""
+    assert mentions_third_person("Gaz", "legend. leaving drinks for gaz saturday, Lass O'Gowrie")
+    assert mentions_third_person("Mei", "it's mei's birthday tomorrow")
+    assert not mentions_third_person("Rob", "they rob you blind at that venue")
+    assert mentions_third_person("Rob", "Rob booked the venue")
+    assert not mentions_third_person("Gaz", "cheers gaz")  # still a vocative
+
+
 def test_a_statement_about_the_person_asked_about_counts_for_them():
     speakers, texts = ["Priya", "Tomás"], ["Tomás moved to Berlin in October.",
                                            "Berlin is cold."]

@@ -184,6 +184,11 @@ def test_each_kind_of_answer_needs_a_memory_that_states_one_of_that_kind():
     assert missing_value(seat, ["about 40 regulars at his supper club"]) == "sum of money"
     assert missing_value(seat, ["£35 a seat, bring a bottle"]) is None
     assert missing_value(seat, ["it's twenty quid a seat"]) is None
+    kit = "How much is the new kit costing us?"  # every form of the verb asks for money
+    assert missing_value(kit, ["they can do the whole kit, 2 week turnaround"]) == "sum of money"
+    rings = "How much did the wedding rings cost?"  # a year is no price
+    assert missing_value(rings, ["we went to a wedding there in 2009"]) == "sum of money"
+    assert missing_value(rings, ["the rings were 1200 the pair"]) is None
     visit = "What time is the morning carer visit?"
     assert missing_value(visit, ["the morning visit was lovely"]) == "time of day"
     for said in ("first visit 7:45 on the dot", "morning visit at half nine", "visit at 8am"):
@@ -192,6 +197,14 @@ def test_each_kind_of_answer_needs_a_memory_that_states_one_of_that_kind():
     assert missing_value(dentist, ["dentist cancelled AGAIN",
                                    "Updated: dentist on Tuesday 21 April, 9:00am."]) == "name"
     assert missing_value(dentist, ["the dentist, Dr Patel, moved it"]) is None
+    # typed without capitals, a name shows by its place: beside the topic or after "called"
+    # (tune3's wedding chat), not as any word of the text
+    assert missing_value(dentist, ["ugh the dentist texted, they need to move tomorrow",
+                                   "dentist thursday at 4"]) == "name"
+    dog = "What is Aisha and Rob's dog called?"
+    assert missing_value(dog, ["he means our dog biscuit, not an actual biscuit"]) is None
+    assert missing_value(dog, ["the dog is called biscuit"]) is None
+    assert missing_value(dog, ["the dog was sick again"]) == "name"
     flag = "What is the feature flag called?"  # a label in backticks is a name too
     assert missing_value(flag, ["the flag is `checkout_v2` from now on"]) is None
     move = "What date does Dad move into the care home?"

@@ -18,6 +18,14 @@ wouldn't shouldn't gonna wanna gotta y'all ya u im ive dont cant wont
 doesnt didnt isnt wasnt werent arent havent hasnt hadnt couldnt wouldnt shouldnt aint mustnt
 neednt shant
 """.split())
+# Given names that are also everyday words: in lower case they are the word ("rob a bank",
+# "mark it", "the dev server"), so a mention of such a speaker is only found capitalised.
+_NAME_WORDS = frozenset("""
+will may rob mark bill pat sue grace hope joy faith jack frank art don bob june april august
+rose lily ivy max ray drew gene guy miles chase hunter summer autumn dawn eve sky river penny
+ruby amber holly heather iris daisy violet sandy rusty buck cliff dale glen lance grant rich
+sonny storm wade dev chuck rod van nick dash bud
+""".split())
 # Words that open or close no noun phrase in chat: evaluative adjectives, adverbs, common verbs,
 # prepositions, interjections.
 _NOT_NOUN = frozenset("""

@@ -66,8 +66,18 @@ class Verdict:
                 "passed": self.passed}
 
 
-def _name_pattern(name: str) -> re.Pattern:
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:['\u2019]s)?(?!\w)")
+def _name_pattern(name: str, flags: int = 0) -> re.Pattern:
+    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:['\u2019]s)?(?!\w)", flags)
+
+
+def _in_text(name: str) -> re.Pattern:
+    """The pattern of a speaker's `name` inside a memory: in any case ("leaving drinks for gaz
+    saturday": chat often types no capitals), unless the name is also an everyday word
+    ("Rob", "Will", "Dev": words.py _NAME_WORDS, _STOP), which only its capital tells apart."""
+    from ...models.words import _NAME_WORDS, _STOP
+
+    word = name.casefold() in _STOP or name.casefold() in _NAME_WORDS
+    return _name_pattern(name, 0 if word else re.IGNORECASE)
 
 
 def named_speaker(query: str, speakers: set[str]) -> str | None:
@@ -161,8 +171,8 @@ def mentions_third_person(name: str, text: str | None) -> bool:
     "Ana, that's great", "so proud of you, Ana!", "Hey Ana how are you" (a vocative: the name
     set off by a comma or closing the sentence, or right after a greeting)."""
     t = text or ""
-    for m in _name_pattern(name).finditer(t):
-        if m.group(0).endswith(("'s", "\u2019s")):
+    for m in _in_text(name).finditer(t):
+        if m.group(0).casefold().endswith(("'s", "\u2019s")):
             return True
         if re.match(r"\s*(?:[,!?]|\.(?:\s|$)|$)", t[m.end():]):  # "..., Ana!" / "Ana, ..."
             continue
@@ -186,7 +196,10 @@ def credited(name: str, speakers: list[str | None], texts: list[str | None],
     than as a vocative (mentions_third_person: "Tomás moved to Berlin") counts for them, which
     the possessive rule is a case of. Without `matched` and `order` the restatement rule does
     not apply."""
-    possessive = re.compile(r"(?<!\w)" + re.escape(name) + r"['\u2019]s(?!\w)")
+    def possessive(text: str) -> bool:  # "Mei's", "mei's" in a text without capitals
+        return any(m.group(0).casefold().endswith(("'s", "\u2019s"))
+                   for m in _in_text(name).finditer(text))
+
     out = list(speakers)
     n = len(speakers)
     if matched is None or order is None:
@@ -197,7 +210,7 @@ def credited(name: str, speakers: list[str | None], texts: list[str | None],
     for i in seq:
         spk = speakers[i]
         if spk and spk != name and is_statement(texts[i]) and (
-                possessive.search(texts[i] or "") or (addressed and addresses(texts[i]))
+                possessive(texts[i] or "") or (addressed and addresses(texts[i]))
                 or (mentioned and mentions_third_person(name, texts[i]))):
             out[i] = name
         elif spk and matched is not None and order is not None and matched[i] \

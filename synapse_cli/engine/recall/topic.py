@@ -140,13 +140,14 @@ _KINDS = (
      re.compile(r"\b(phone|mobile|telephone|landline|cell)\s+(number|no)\b", re.IGNORECASE),
      re.compile(r"(?<![\w+-])(?!\d{4}-\d\d-\d\d)\+?\d[\d ()-]{5,}\d")),  # not an ISO date
     ("sum of money",  # "how much does it cost", "what is the rent"; not "who pays the rent?"
-     re.compile(r"\bhow much\b.*\b(cost|costs|charge|charges|charged|earn|earns|earned|pay|"
-                r"pays|paid|spend|spends|spent|owe|owes|rent|fee|fees|budget)\b|"
+     re.compile(r"\bhow much\b.*\b(cost|costs|costing|charge|charges|charged|charging|earn|"
+                r"earns|earned|earning|pay|pays|paid|paying|spend|spends|spent|spending|owe|"
+                r"owes|owed|owing|rent|fee|fees|budget)\b|"
                 r"\bwhat\b.*\b(price|prices|cost|costs|salary|fee|fees|rent)\b", re.IGNORECASE),
      # a currency, or an amount a price can be ("450", "26.80"): not "40 regulars"
      re.compile(r"[£$€¥₹]\s?\d|\d\s?(k|p|quid|pounds?|dollars?|euros?|bucks|grand|usd|gbp|"
                 r"eur)\b|\b(quid|pounds|dollars|euros|bucks|pence|cents|free)\b|"
-                r"\b\d{3,}\b|\b\d+\.\d\d\b", re.IGNORECASE)),
+                r"\b(?!(?:19|20)\d\d\b)\d{3,}\b|\b\d+\.\d\d\b", re.IGNORECASE)),  # not a year
     ("time of day",
      re.compile(r"\bwhat time\b(?! of (the )?(year|month|week|day|life)\b)", re.IGNORECASE),
      re.compile(r"\b([01]?\d|2[0-3])[:.][0-5]\d\b|\b\d{1,2}\s?([ap]\.?m)\b|\b(noon|midday|"
@@ -188,14 +189,31 @@ def answer_kind(query: str):
     return None
 
 
-def _states(text: str, answer, asked: set[str]) -> bool:
+_WHEN = frozenset(_DAYS + _MONTHS + "today tomorrow tonight yesterday morning afternoon "
+                  "evening night week weekend month year".split())
+
+
+def _states(text: str, answer, asked: set[str], about: set[str] = frozenset()) -> bool:
     """`text` states an answer of the kind: it matches `answer`, or, for a name (None), it
     has a proper name (capitalised inside a sentence) that the question does not use or a
-    label (quoted, an identifier, code)."""
+    label (quoted, an identifier, code). A text typed without any capital shows no name by
+    its case: there a word set beside what the question is about (`about`, stems) or after
+    "called"/"named" counts ("our dog biscuit", "a vet called greenside"), unless it is
+    a stopword, a common verb or adjective, a verb form in -ed/-ing or a time ("the dentist
+    texted", "dentist thursday")."""
+    from ...models.conflate import stem
+    from ...models.words import _NOT_NOUN
+
     if answer is not None:
         return bool(answer.search(text))
     if _QUOTED.search(text) or _IDENT.search(text) or _CODE.search(text):
         return True
+    if not any(c.isupper() for c in text):
+        words = re.findall(r"[\w'’-]+", text)
+        return any((stem(a) in about or a in ("called", "named")) and w.isalpha()
+                   and w not in _STOP and w not in _NOT_NOUN and w not in _WHEN
+                   and w not in asked and not w.endswith(("ed", "ing"))
+                   for a, w in zip(words, words[1:]))
     return any(n.casefold() not in asked for n in names_in(text))
 
 
@@ -229,7 +247,7 @@ def answers(query: str, texts: list[str | None], tokenize=tokenize,
         return None
     asked = {_POSSESSIVE.sub("", w).casefold() for w in re.findall(r"[\w'’-]+", query)}
     return kind, [bool(about & {stem(t) for t in tokenize(text or "")})
-                  and _states(text or "", answer, asked) for text in texts]
+                  and _states(text or "", answer, asked, about) for text in texts]
 
 
 def _versioned(query: str, names) -> str | None:
