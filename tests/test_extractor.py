@@ -45,6 +45,17 @@ def test_proper_names_titles_and_connectors():
     assert "Name" not in c and "Wind" not in c  # inside the quoted title
 
 
+def test_names_joined_by_an_ampersand_and_without_a_leading_verb():
+    """Found on the agent-use wedding chat: "Smoke & Salt" became the two nodes "Smoke" and
+    "Salt", "Booked Hollins Barn!!" the person "Booked Hollins Barn"."""
+    c = cands("Carmen: Smoke & Salt are doing the food. Booked Hollins Barn!!",
+              "Aisha: Finally Dunmore Hall rang back, and Hettie at Bloom & Bramble",
+              "Rob: me & Aisha went with Olu & Aisha's mum")
+    assert {"Smoke & Salt", "Hollins Barn", "Dunmore Hall", "Bloom & Bramble"} <= set(c)
+    assert not {"Booked Hollins Barn", "Finally Dunmore Hall", "Smoke", "Salt"} & set(c)
+    assert not any("Aisha" in x for x in c)  # a speaker is never joined into a name
+
+
 def test_noun_phrases_after_determiners_drop_adjectives_and_generic_words():
     c = cands("Caroline: I went to a LGBTQ support group yesterday.",
               "Maria: I started volunteering at a local dog shelter once a month.",

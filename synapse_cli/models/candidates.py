@@ -109,10 +109,16 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
                     and low not in _NOT_NOUN and low not in _DAYS \
                     and not _is_speaker_ref(_base(tok), names):
                 j = i + 1  # extend over capitalised words and inner connectors ("Lago di Braies")
-                while j < len(toks) and body[toks[j - 1][2]:toks[j][1]] == " " \
-                        and not toks[j - 1][0].endswith(("'s", "’s")):
+                while j < len(toks) and not toks[j - 1][0].endswith(("'s", "’s")):
                     t = toks[j][0]
                     tl = t.casefold()
+                    gap = body[toks[j - 1][2]:toks[j][1]]
+                    if gap == " & " and _is_cap(t) and tl not in _STOP \
+                            and not _is_speaker_ref(_base(t), names):
+                        j += 1  # "Smoke & Salt", "Bloom & Bramble": "&" is no token
+                        continue
+                    if gap != " ":
+                        break
                     if _is_cap(t) and tl not in _STOP and tl not in _DAYS and tl not in _MONTHS \
                             and not _is_speaker_ref(_base(t), names):
                         j += 1
@@ -127,6 +133,9 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
                         and not tok.isupper() and (j > i + 1 or not starts[i]
                                                    or _base(tok).casefold() in cap_mid):
                     j += 1  # a name with its kind: "Berlin marathon", "LGBTQ center"
+                if starts[i] and j > i + 1 and pos and _verb_or_adverb(tok):
+                    i, s = i + 1, toks[i + 1][1]  # "Booked Hollins Barn!!" names the barn
+                    tok, low = toks[i][0], toks[i][0].casefold()
                 span = body[s:toks[j - 1][2]]
                 single = j == i + 1
                 if single and tok.isupper() and len(tok) > 1 and j < len(toks) \
@@ -208,6 +217,14 @@ _PLACE_ADVERB = frozenset({"downtown", "uptown", "nearby", "abroad", "overseas",
 
 USE_POS = True
 POS_ADJ = True
+
+
+def _verb_or_adverb(tok: str) -> bool:
+    """The tagger's lexicon knows `tok`, lower-cased, as a verb or an adverb ("Booked",
+    "Finally"): a sentence-initial one before a name is not part of it. Not adjectives:
+    "New York", "Red Lion"."""
+    t = postag.lexicon_tag(tok)
+    return t is not None and t.startswith(("VB", "RB"))
 
 
 def _initial_name(tok: str, after: str) -> bool:
