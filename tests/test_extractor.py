@@ -56,6 +56,15 @@ def test_names_joined_by_an_ampersand_and_without_a_leading_verb():
     assert not any("Aisha" in x for x in c)  # a speaker is never joined into a name
 
 
+def test_chat_shouting_and_filler_are_no_candidates():
+    """The five-a-side chat's nodes included "AAAAAAAA WIN", "yep" and "league tbh"."""
+    c = cands("Mikey: AAAAAAAA WIN!! cheers lads, yep the league tbh is a joke",
+              "Jonno: RSVP to the BBC by Friday")
+    assert not {"AAAAAAAA WIN", "AAAAAAAA", "WIN", "yep", "tbh", "league tbh", "cheers",
+                "lads"} & set(c)
+    assert {"RSVP", "BBC"} <= set(c)  # acronyms the lexicon does not know are names
+
+
 def test_noun_phrases_after_determiners_drop_adjectives_and_generic_words():
     c = cands("Caroline: I went to a LGBTQ support group yesterday.",
               "Maria: I started volunteering at a local dog shelter once a month.",

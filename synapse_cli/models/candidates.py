@@ -134,8 +134,9 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
                                                    or _base(tok).casefold() in cap_mid):
                     j += 1  # a name with its kind: "Berlin marathon", "LGBTQ center"
                 if starts[i] and j > i + 1 and pos and _verb_or_adverb(tok):
-                    i, s = i + 1, toks[i + 1][1]  # "Booked Hollins Barn!!" names the barn
-                    tok, low = toks[i][0], toks[i][0].casefold()
+                    i = i + 1  # "Booked Hollins Barn!!" names the barn
+                    tok, s, e = toks[i]
+                    low = tok.casefold()
                 span = body[s:toks[j - 1][2]]
                 single = j == i + 1
                 if single and tok.isupper() and len(tok) > 1 and j < len(toks) \
@@ -148,7 +149,8 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
                         dates.append(span)
                 elif not (starts[i] and single and _base(tok).casefold() not in cap_mid
                           and not tok.endswith(("'s", "’s")) and not tok.isupper()
-                          and not (pos and _initial_name(_base(tok), body[e:e + 1]))):
+                          and not (pos and _initial_name(_base(tok), body[e:e + 1]))) \
+                        and not (pos and _shouted([t for t, _, _ in toks[i:j]])):
                     caps.append(span)
                 elif single and _activity(toks, i, body):
                     activities.append(tok)  # "Cooking and baking are ..."
@@ -217,6 +219,14 @@ _PLACE_ADVERB = frozenset({"downtown", "uptown", "nearby", "abroad", "overseas",
 
 USE_POS = True
 POS_ADJ = True
+
+
+def _shouted(run: list[str]) -> bool:
+    """Capitals that shout, not name: every word upper case and a common word or one letter
+    repeated ("AAAAAAAA WIN", "HE'S HOME"); an acronym the lexicon does not know ("LGBTQ",
+    "RSVP") stays a name."""
+    return all(t.isupper() and (len(set(t)) == 1 or postag.common_word(_base(t)))
+               for t in run)
 
 
 def _verb_or_adverb(tok: str) -> bool:

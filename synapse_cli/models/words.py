@@ -62,11 +62,13 @@ coolest latest initial upcoming extra specific possible successful another recen
 together
 now throughout afterwards afterward soon lately recently later earlier anymore yet meanwhile
 nowadays
+tbh yep yup nope imo imho idk lmao ngl fyi asap cheers right
 """.split())
 # Nouns too generic or too abstract to be worth a node alone ("kids", "support"); they may
 # still modify a head noun ("support group", "morning workout").
 _GENERIC = frozenset("""
 kids kid stuff life lives people person thing things moment moments times day days week
+lads lad mate mates
 weeks month months year years today tomorrow yesterday tonight morning evening night
 lot bit kind sort part way ways place places idea ideas world everyone someone anyone
 everybody somebody nobody guy guys folks pic pics picture pictures photo photos image
