@@ -239,6 +239,7 @@ AGENT = ["current_first", "top3", "top10", "never_rejected", "false_refusals", "
 AGENT_HEAD = ["current first", "gold in top 3", "gold in top 10", "never-answered rejected",
               "false refusals", "as-of top 1"]
 HALVES = {"tune": "tuned on", "tune2": "tuned on (written 2026-11-27, tuned on from then)",
+          "tune3": "tuned on (written 2026-11-29, tuned on from then)",
           "heldout": "held out", "fresh": "fresh (written after the tuning, never looked at)"}
 
 
@@ -250,7 +251,7 @@ def agent_section(a: dict, cons: dict | None, shared: list[dict]) -> list[str]:
     synapse rows from a second run, and every mode of the --shared runs, when given."""
     L = ["## Agent use (bench/quality/agent_use.py)", "",
          f"Command: `{a['command']}`, {a['seconds']} s. Conversations written for this project "
-         "(bench/quality/agent_use/README.md); the tune half is what the settings were chosen "
+         "(bench/quality/agent_use/README.md); the tuned halves are what the settings were chosen "
          "on. Targets: " + ", ".join(f"{k} {v}" for k, v in a["targets"].items()) + ".", ""]
 
     def rows_of(run: dict, suffix: str, modes=None) -> list[list]:
