@@ -146,6 +146,12 @@ def test_a_name_typed_without_its_capital_is_still_a_mention():
     assert not mentions_third_person("Rob", "they rob you blind at that venue")
     assert mentions_third_person("Rob", "Rob booked the venue")
     assert not mentions_third_person("Gaz", "cheers gaz")  # still a vocative
+    # a review's cases: names that are words, short names, a letter inside a contraction
+    assert not mentions_third_person("Ash", "the ash tree in my garden came down")
+    assert not mentions_third_person("Honey", "honey is great in tea")
+    assert not mentions_third_person("Em", "tell em i said hi")
+    assert not mentions_third_person("M", "i'm planting a cherry tree")
+    assert mentions_third_person("Priya", "priya's moving in june")
 
 
 def test_a_statement_about_the_person_asked_about_counts_for_them():

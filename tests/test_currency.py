@@ -189,6 +189,8 @@ def test_each_kind_of_answer_needs_a_memory_that_states_one_of_that_kind():
     rings = "How much did the wedding rings cost?"  # a year is no price
     assert missing_value(rings, ["we went to a wedding there in 2009"]) == "sum of money"
     assert missing_value(rings, ["the rings were 1200 the pair"]) is None
+    assert missing_value(rings, ["the rings were 2000 all in"]) is None  # a price, not a year
+    assert missing_value("how much " * 8000, ["x"]) is None  # read in bounded time
     visit = "What time is the morning carer visit?"
     assert missing_value(visit, ["the morning visit was lovely"]) == "time of day"
     for said in ("first visit 7:45 on the dot", "morning visit at half nine", "visit at 8am"):
@@ -205,6 +207,11 @@ def test_each_kind_of_answer_needs_a_memory_that_states_one_of_that_kind():
     assert missing_value(dog, ["he means our dog biscuit, not an actual biscuit"]) is None
     assert missing_value(dog, ["the dog is called biscuit"]) is None
     assert missing_value(dog, ["the dog was sick again"]) == "name"
+    for said in ("dog food is expensive", "dog walker comes at 3", "is it dog friendly."):
+        assert missing_value(dog, [said]) == "name", said  # a compound, not a name
+    for said in ("new dentist is called ahmed", "the dentist is called the smile studio",
+                 "the dentist's name is patel", "yeah I think the dentist is called greenside"):
+        assert missing_value(dentist, [said]) is None, said
     flag = "What is the feature flag called?"  # a label in backticks is a name too
     assert missing_value(flag, ["the flag is `checkout_v2` from now on"]) is None
     move = "What date does Dad move into the care home?"

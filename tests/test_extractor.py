@@ -54,6 +54,10 @@ def test_names_joined_by_an_ampersand_and_without_a_leading_verb():
     assert {"Smoke & Salt", "Hollins Barn", "Dunmore Hall", "Bloom & Bramble"} <= set(c)
     assert not {"Booked Hollins Barn", "Finally Dunmore Hall", "Smoke", "Salt"} & set(c)
     assert not any("Aisha" in x for x in c)  # a speaker is never joined into a name
+    # "&" joins a shop's name of common words, not two people or two shops; the cut leaves
+    # two words at least and never a first name or a title
+    c = cands("Ana: Jess & Tom went to Lidl & Aldi. Drew Barrymore was in it. Kill Bill is on")
+    assert {"Jess", "Tom", "Lidl", "Aldi", "Drew Barrymore", "Kill Bill"} <= set(c)
 
 
 def test_chat_shouting_and_filler_are_no_candidates():
@@ -63,6 +67,7 @@ def test_chat_shouting_and_filler_are_no_candidates():
     assert not {"AAAAAAAA WIN", "AAAAAAAA", "WIN", "yep", "tbh", "league tbh", "cheers",
                 "lads"} & set(c)
     assert {"RSVP", "BBC"} <= set(c)  # acronyms the lexicon does not know are names
+    assert "US" in cands("Ana: I moved to the US last year")  # a short one too
 
 
 def test_noun_phrases_after_determiners_drop_adjectives_and_generic_words():

@@ -113,9 +113,11 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
                     t = toks[j][0]
                     tl = t.casefold()
                     gap = body[toks[j - 1][2]:toks[j][1]]
-                    if gap == " & " and _is_cap(t) and tl not in _STOP \
-                            and not _is_speaker_ref(_base(t), names):
-                        j += 1  # "Smoke & Salt", "Bloom & Bramble": "&" is no token
+                    if gap == " & " and pos and _is_cap(t) and tl not in _STOP \
+                            and tl not in _DAYS and tl not in _MONTHS \
+                            and not _is_speaker_ref(_base(t), names) \
+                            and (postag.common_word(toks[j - 1][0]) or postag.common_word(t)):
+                        j += 1  # "Smoke & Salt", "Bloom & Bramble"; not "Jess & Tom"
                         continue
                     if gap != " ":
                         break
@@ -133,7 +135,8 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
                         and not tok.isupper() and (j > i + 1 or not starts[i]
                                                    or _base(tok).casefold() in cap_mid):
                     j += 1  # a name with its kind: "Berlin marathon", "LGBTQ center"
-                if starts[i] and j > i + 1 and pos and _verb_or_adverb(tok):
+                if starts[i] and j > i + 2 and pos and toks[i + 1][0].casefold() not in _CONNECT \
+                        and _base(tok).casefold() not in cap_mid and _verb_or_adverb(tok):
                     i = i + 1  # "Booked Hollins Barn!!" names the barn
                     tok, s, e = toks[i]
                     low = tok.casefold()
@@ -222,11 +225,12 @@ POS_ADJ = True
 
 
 def _shouted(run: list[str]) -> bool:
-    """Capitals that shout, not name: every word upper case and a common word or one letter
-    repeated ("AAAAAAAA WIN", "HE'S HOME"); an acronym the lexicon does not know ("LGBTQ",
-    "RSVP") stays a name."""
-    return all(t.isupper() and (len(set(t)) == 1 or postag.common_word(_base(t)))
-               for t in run)
+    """Capitals that shout, not name: two words or more, or one of four letters or more,
+    every one upper case and a common word or one letter repeated ("AAAAAAAA WIN", "HOME");
+    an acronym the lexicon does not know ("LGBTQ", "RSVP") or a short one ("US", "TV") stays
+    a name."""
+    return (len(run) > 1 or len(run[0]) > 3) and all(
+        t.isupper() and (len(set(t)) == 1 or postag.common_word(_base(t))) for t in run)
 
 
 def _verb_or_adverb(tok: str) -> bool:

@@ -72,12 +72,28 @@ def _name_pattern(name: str, flags: int = 0) -> re.Pattern:
 
 def _in_text(name: str) -> re.Pattern:
     """The pattern of a speaker's `name` inside a memory: in any case ("leaving drinks for gaz
-    saturday": chat often types no capitals), unless the name is also an everyday word
-    ("Rob", "Will", "Dev": words.py _NAME_WORDS, _STOP), which only its capital tells apart."""
+    saturday": chat often types no capitals), unless the name is short or also an everyday
+    word ("Em", "Rob", "Ash", "Will": words.py _NAME_WORDS and _STOP, else the tagger's
+    lexicon, postag.common_word), which only its capital tells apart; never inside a
+    contraction ("i'm" is no "M")."""
     from ...models.words import _NAME_WORDS, _STOP
 
-    word = name.casefold() in _STOP or name.casefold() in _NAME_WORDS
-    return _name_pattern(name, 0 if word else re.IGNORECASE)
+    low = name.casefold()
+    word = len(name) < 3 or low in _STOP or low in _NAME_WORDS or _common(name)
+    return re.compile(r"(?<![\w'\u2019])" + re.escape(name) + r"(?P<s>['\u2019]s)?(?!\w)",
+                      0 if word else re.IGNORECASE)
+
+
+def _common(word: str) -> bool:
+    """The tagger's lexicon knows `word` as a common word (loaded once, ~0.1 s, and only
+    for a name that the short lists leave undecided)."""
+    from ...models import postag
+
+    return postag.common_word(word)
+
+
+def _possessive(m: re.Match) -> bool:
+    return m.group("s") is not None
 
 
 def named_speaker(query: str, speakers: set[str]) -> str | None:
@@ -172,7 +188,7 @@ def mentions_third_person(name: str, text: str | None) -> bool:
     set off by a comma or closing the sentence, or right after a greeting)."""
     t = text or ""
     for m in _in_text(name).finditer(t):
-        if m.group(0).casefold().endswith(("'s", "\u2019s")):
+        if _possessive(m):
             return True
         if re.match(r"\s*(?:[,!?]|\.(?:\s|$)|$)", t[m.end():]):  # "..., Ana!" / "Ana, ..."
             continue
@@ -197,8 +213,7 @@ def credited(name: str, speakers: list[str | None], texts: list[str | None],
     the possessive rule is a case of. Without `matched` and `order` the restatement rule does
     not apply."""
     def possessive(text: str) -> bool:  # "Mei's", "mei's" in a text without capitals
-        return any(m.group(0).casefold().endswith(("'s", "\u2019s"))
-                   for m in _in_text(name).finditer(text))
+        return any(_possessive(m) for m in _in_text(name).finditer(text))
 
     out = list(speakers)
     n = len(speakers)

@@ -147,7 +147,10 @@ _KINDS = (
      # a currency, or an amount a price can be ("450", "26.80"): not "40 regulars"
      re.compile(r"[£$€¥₹]\s?\d|\d\s?(k|p|quid|pounds?|dollars?|euros?|bucks|grand|usd|gbp|"
                 r"eur)\b|\b(quid|pounds|dollars|euros|bucks|pence|cents|free)\b|"
-                r"\b(?!(?:19|20)\d\d\b)\d{3,}\b|\b\d+\.\d\d\b", re.IGNORECASE)),  # not a year
+                r"\b(?!(?:19|20)\d\d\b)\d{3,}\b|\b\d+\.\d\d\b|"
+                # a year is one only after "in", "since"...: "2000 all in" is a price
+                r"(?<!\bin )(?<!\bsince )(?<!\bfrom )(?<!\bof )(?<!\buntil )(?<!\bby )"
+                r"\b(?:19|20)\d\d\b", re.IGNORECASE)),
     ("time of day",
      re.compile(r"\bwhat time\b(?! of (the )?(year|month|week|day|life)\b)", re.IGNORECASE),
      re.compile(r"\b([01]?\d|2[0-3])[:.][0-5]\d\b|\b\d{1,2}\s?([ap]\.?m)\b|\b(noon|midday|"
@@ -179,9 +182,14 @@ _VERSION_OF = re.compile(r"([A-Za-z][\w.+-]*)\s+versions?\b|\bversions?\s+of\s+(
 _CODE = re.compile(r"`[^`]+`|\b\w+_\w+")
 
 
+QUESTION_CHARS = 300  # a question longer than this asks for no kind of answer in its tail
+
+
 def answer_kind(query: str):
     """(what the question asks for, the words that ask it, the pattern of an answer; None for
-    a proper name) for the first of _KINDS whose question pattern matches, else None."""
+    a proper name) for the first of _KINDS whose question pattern matches, else None. Only
+    the first QUESTION_CHARS characters are read: the patterns backtrack over a long text."""
+    query = query[:QUESTION_CHARS]
     for kind, asks, answer in _KINDS:
         m = asks.search(query)
         if m:
@@ -191,16 +199,20 @@ def answer_kind(query: str):
 
 _WHEN = frozenset(_DAYS + _MONTHS + "today tomorrow tonight yesterday morning afternoon "
                   "evening night week weekend month year".split())
+_I = re.compile(r"\bI(?:['’](?:m|ve|ll|d))?\b")  # a capital every typist keeps
+_CALLED = re.compile(r"\b(?:called|named|name is|name['’]s)\s+(?:(?:a|an|the|our|my|his|her)\s+)?"
+                     r"([a-z][\w'’-]*)")
+_WORD_OR_MARK = re.compile(r"[\w'’-]+|[^\w\s]")
 
 
 def _states(text: str, answer, asked: set[str], about: set[str] = frozenset()) -> bool:
     """`text` states an answer of the kind: it matches `answer`, or, for a name (None), it
     has a proper name (capitalised inside a sentence) that the question does not use or a
-    label (quoted, an identifier, code). A text typed without any capital shows no name by
-    its case: there a word set beside what the question is about (`about`, stems) or after
-    "called"/"named" counts ("our dog biscuit", "a vet called greenside"), unless it is
-    a stopword, a common verb or adjective, a verb form in -ed/-ing or a time ("the dentist
-    texted", "dentist thursday")."""
+    label (quoted, an identifier, code). A text typed without capitals (but "I") shows no
+    name by its case; there a name is a word after "called"/"named"/"name is" ("the vet is
+    called greenside") or one that follows a word of the topic (`about`, stems) and ends a
+    phrase ("our dog biscuit, not ..."; not "dog food is ...", "the dentist texted"), and is
+    no stopword, common word, time or -ed/-ing/-ly form."""
     from ...models.conflate import stem
     from ...models.words import _NOT_NOUN
 
@@ -208,13 +220,16 @@ def _states(text: str, answer, asked: set[str], about: set[str] = frozenset()) -
         return bool(answer.search(text))
     if _QUOTED.search(text) or _IDENT.search(text) or _CODE.search(text):
         return True
-    if not any(c.isupper() for c in text):
-        words = re.findall(r"[\w'’-]+", text)
-        return any((stem(a) in about or a in ("called", "named")) and w.isalpha()
-                   and w not in _STOP and w not in _NOT_NOUN and w not in _WHEN
-                   and w not in asked and not w.endswith(("ed", "ing"))
-                   for a, w in zip(words, words[1:]))
-    return any(n.casefold() not in asked for n in names_in(text))
+    if any(c.isupper() for c in _I.sub("", text)):
+        return any(n.casefold() not in asked for n in names_in(text))
+    if any(w not in _STOP and w not in _WHEN and w not in asked
+           for w in _CALLED.findall(text)):
+        return True
+    toks = _WORD_OR_MARK.findall(text)
+    return any(stem(a) in about and w.isalpha() and w not in _STOP and w not in _NOT_NOUN
+               and w not in _WHEN and w not in asked and not w.endswith(("ed", "ing", "ly"))
+               and not nxt[:1].isalnum()
+               for a, w, nxt in zip(toks, toks[1:], toks[2:] + [""]))
 
 
 def answers(query: str, texts: list[str | None], tokenize=tokenize,
