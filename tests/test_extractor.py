@@ -70,6 +70,16 @@ def test_chat_shouting_and_filler_are_no_candidates():
     assert "US" in cands("Ana: I moved to the US last year")  # a short one too
 
 
+def test_names_beyond_ascii_and_two_names_joined_by_and():
+    """A review found that a token had to start with an ASCII letter: "Élodie" was never a
+    candidate and "ÉCOLE" became "COLE"."""
+    c = cands("Ana: I met Élodie and Zoë at the École des Beaux-Arts. Łukasz lives in Kraków.",
+              "Ben: reading Pride and Prejudice from Marks and Spencer")
+    assert {"Élodie", "Zoë", "École des Beaux-Arts", "Łukasz", "Kraków",
+            "Pride and Prejudice", "Marks and Spencer"} <= set(c)
+    assert "Élodie and Zoë" not in c  # two people, not one name
+
+
 def test_noun_phrases_after_determiners_drop_adjectives_and_generic_words():
     c = cands("Caroline: I went to a LGBTQ support group yesterday.",
               "Maria: I started volunteering at a local dog shelter once a month.",

@@ -126,7 +126,9 @@ def candidate_spans(text: str, limit: int = MAX_CANDIDATES, pos: bool | None = N
                         j += 1
                     elif tl in _CONNECT and j + 1 < len(toks) and _is_cap(toks[j + 1][0]) \
                             and toks[j + 1][0].casefold() not in _STOP \
-                            and body[toks[j][2]:toks[j + 1][1]] == " ":
+                            and body[toks[j][2]:toks[j + 1][1]] == " " \
+                            and not (tl == "and" and pos and _two_names(toks[j - 1][0],
+                                                                       toks[j + 1][0])):
                         j += 2
                     else:
                         break
@@ -222,6 +224,12 @@ _PLACE_ADVERB = frozenset({"downtown", "uptown", "nearby", "abroad", "overseas",
 
 USE_POS = True
 POS_ADJ = True
+
+
+def _two_names(left: str, right: str) -> bool:
+    """Neither side of "X and Y" is a common word: two names ("Aisha and Rob", "Élodie and
+    Zoë"), not one ("Pride and Prejudice", "Marks and Spencer")."""
+    return not (postag.common_word(_base(left)) or postag.common_word(_base(right)))
 
 
 def _shouted(run: list[str]) -> bool:

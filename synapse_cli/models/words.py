@@ -88,7 +88,8 @@ _MONTHS = ("january february march april may june july august september october 
            "december").split()
 _DAYS = ("monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur "
          "thurs fri sat").split()
-_CONNECT = {"di", "de", "da", "del", "la", "le", "van", "von", "of", "the", "and", "&"}
+_CONNECT = {"di", "de", "da", "del", "des", "du", "la", "le", "van", "von", "of", "the", "and",
+            "&"}
 _DET = {"a", "an", "the", "my", "her", "his", "our", "their", "your", "its", "this", "these",
         "those", "some", "any", "that", "another"}
 _GERUND_CUE = {"love", "loves", "loved", "enjoy", "enjoys", "enjoyed", "into", "went", "go",
@@ -102,7 +103,8 @@ evening during bring king thing string spring wing ring sing nothing outstanding
 understanding challenging satisfying calming touching moving breathtaking stunning
 wondering happening asking checking playing hanging using following leading paying pushing
 captivating motivating figuring""".split())
-_TOKEN = re.compile(r"[A-Za-z][\w'’-]*[\w]|[A-Za-z]|\d[\d:.,/-]*(?:am|pm|st|nd|rd|th|s)?",
+# a word starts with any letter ("Élodie", "Łukasz"), not only an ASCII one
+_TOKEN = re.compile(r"[^\W\d_][\w'’-]*[\w]|[^\W\d_]|\d[\d:.,/-]*(?:am|pm|st|nd|rd|th|s)?",
                     re.UNICODE)
 _QUOTED = re.compile(r'"([^"\n]{2,60})"|“([^”\n]{2,60})”|(?<!\w)\'([A-Z][^\'\n]{1,59})\'(?!\w)')
 _SENT_END = re.compile(r"[.!?]\s*$|^\s*$|[:\-–—(]\s*$")
