@@ -227,8 +227,9 @@ POS_ADJ = True
 
 
 def _two_names(left: str, right: str) -> bool:
-    """Neither side of "X and Y" is a common word: two names ("Aisha and Rob", "Élodie and
-    Zoë"), not one ("Pride and Prejudice", "Marks and Spencer")."""
+    """Neither side of "X and Y" is a common word: two names ("Jess and Tom", "Élodie and
+    Zoë"), not one ("Pride and Prejudice", "Marks and Spencer"; "Aisha and Rob" too, as "rob"
+    is a verb)."""
     return not (postag.common_word(_base(left)) or postag.common_word(_base(right)))
 
 

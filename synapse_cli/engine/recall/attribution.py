@@ -66,8 +66,8 @@ class Verdict:
                 "passed": self.passed}
 
 
-def _name_pattern(name: str, flags: int = 0) -> re.Pattern:
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:['\u2019]s)?(?!\w)", flags)
+def _name_pattern(name: str) -> re.Pattern:
+    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:['\u2019]s)?(?!\w)")
 
 
 def _in_text(name: str) -> re.Pattern:
@@ -76,20 +76,13 @@ def _in_text(name: str) -> re.Pattern:
     word ("Em", "Rob", "Ash", "Will": words.py _NAME_WORDS and _STOP, else the tagger's
     lexicon, postag.common_word), which only its capital tells apart; never inside a
     contraction ("i'm" is no "M")."""
+    from ...models import postag
     from ...models.words import _NAME_WORDS, _STOP
 
-    low = name.casefold()
-    word = len(name) < 3 or low in _STOP or low in _NAME_WORDS or _common(name)
+    low = name.casefold()  # the lexicon (~0.1 s to load) only when the short lists cannot tell
+    word = len(name) < 3 or low in _STOP or low in _NAME_WORDS or postag.common_word(name)
     return re.compile(r"(?<![\w'\u2019])" + re.escape(name) + r"(?P<s>['\u2019]s)?(?!\w)",
                       0 if word else re.IGNORECASE)
-
-
-def _common(word: str) -> bool:
-    """The tagger's lexicon knows `word` as a common word (loaded once, ~0.1 s, and only
-    for a name that the short lists leave undecided)."""
-    from ...models import postag
-
-    return postag.common_word(word)
 
 
 def _possessive(m: re.Match) -> bool:
