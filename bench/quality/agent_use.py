@@ -1,8 +1,8 @@
 """Agent-use recall suite (bench/quality/agent_use/): does recall serve an agent's everyday questions?
 Prints one JSON object.
 
-    python bench/quality/agent_use.py [--half tune|tune2|tune3|heldout|fresh|all] [--only NAME[,NAME]]
-                              [--modes synapse,vector,hybrid] [--consolidate]
+    python bench/quality/agent_use.py [--half tune|tune2|tune3|heldout|fresh|all]
+                              [--only NAME[,NAME]] [--modes synapse,vector,hybrid] [--consolidate]
                               [--as-of-field until_ms] [--stores DIR] [--out FILE]
                               [--verify [--model GGUF]]
 
