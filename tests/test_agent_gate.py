@@ -154,6 +154,19 @@ def test_a_name_typed_without_its_capital_is_still_a_mention():
     assert mentions_third_person("Priya", "priya's moving in june")
 
 
+def test_a_name_written_with_its_capital_never_asks_the_lexicon():
+    """The tagger's lexicon costs ~0.15 s to load: a recall over memories that write the name
+    as the speaker does must not pay it (it did, for every question naming a speaker)."""
+    from synapse_cli.engine.recall import attribution as at
+
+    at._lower_case_is_the_name.cache_clear()
+    assert mentions_third_person("Caroline", "Caroline ran a charity race")
+    assert not mentions_third_person("Caroline", "I ran a charity race")
+    assert at._lower_case_is_the_name.cache_info().misses == 0
+    assert mentions_third_person("Caroline", "caroline ran it")  # now it is asked
+    assert at._lower_case_is_the_name.cache_info().misses == 1
+
+
 def test_a_statement_about_the_person_asked_about_counts_for_them():
     speakers, texts = ["Priya", "Tomás"], ["Tomás moved to Berlin in October.",
                                            "Berlin is cold."]

@@ -6,8 +6,8 @@ Used by the candidate rules (candidates.py) for what capitalisation and determin
 tell: a bare noun or noun-noun compound ("pottery", "video games", "almond milk"), and whether a
 capitalised word that starts a sentence is a name ("Maya finished ...") or a common word
 ("Adding ...", "Lately ..."). Loading the lexicon costs ~0.1-0.3 s, paid once by `consolidate`;
-`recall` loads it only to tell whether a speaker's name is also a common word
-(engine/recall/attribution.py), when its short word lists leave that undecided.
+`recall` loads it only for a memory that writes a speaker's name in another case, to tell
+whether that name is also a common word (engine/recall/attribution.py).
 """
 from __future__ import annotations
 

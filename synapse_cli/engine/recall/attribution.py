@@ -40,6 +40,7 @@ Measured on LoCoMo dev (bench/quality/locomo_recall.py, gate section): see READM
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -70,19 +71,35 @@ def _name_pattern(name: str) -> re.Pattern:
     return re.compile(r"(?<!\w)" + re.escape(name) + r"(?:['\u2019]s)?(?!\w)")
 
 
-def _in_text(name: str) -> re.Pattern:
-    """The pattern of a speaker's `name` inside a memory: in any case ("leaving drinks for gaz
-    saturday": chat often types no capitals), unless the name is short or also an everyday
-    word ("Em", "Rob", "Ash", "Will": words.py _NAME_WORDS and _STOP, else the tagger's
-    lexicon, postag.common_word), which only its capital tells apart; never inside a
-    contraction ("i'm" is no "M")."""
+@functools.lru_cache(maxsize=256)
+def _speaker_pattern(name: str, any_case: bool) -> re.Pattern:
+    """`name` as a whole word, never inside a contraction ("i'm" is no "M"); group `s`: a
+    possessive."""
+    return re.compile(r"(?<![\w'\u2019])" + re.escape(name) + r"(?P<s>['\u2019]s)?(?!\w)",
+                      re.IGNORECASE if any_case else 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _lower_case_is_the_name(name: str) -> bool:
+    """Typed without its capital, `name` still names the speaker: 3+ letters and no everyday
+    word ("Em", "Rob", "Ash", "Will" are words: words.py _NAME_WORDS and _STOP, else the
+    tagger's lexicon, postag.common_word)."""
     from ...models import postag
     from ...models.words import _NAME_WORDS, _STOP
 
-    low = name.casefold()  # the lexicon (~0.1 s to load) only when the short lists cannot tell
-    word = len(name) < 3 or low in _STOP or low in _NAME_WORDS or postag.common_word(name)
-    return re.compile(r"(?<![\w'\u2019])" + re.escape(name) + r"(?P<s>['\u2019]s)?(?!\w)",
-                      0 if word else re.IGNORECASE)
+    low = name.casefold()
+    return not (len(name) < 3 or low in _STOP or low in _NAME_WORDS or postag.common_word(name))
+
+
+def _in_text(name: str, text: str) -> list[re.Match]:
+    """The places a memory names the speaker `name`: as written, and in any case when the
+    name is no everyday word ("leaving drinks for gaz saturday": chat often types no
+    capitals). The tagger's lexicon (~0.15 s to load) is consulted only for a text that
+    holds the name in another case, so a store typed with capitals never loads it."""
+    loose = list(_speaker_pattern(name, True).finditer(text))
+    if all(m.group(0).startswith(name) for m in loose) or _lower_case_is_the_name(name):
+        return loose
+    return [m for m in loose if m.group(0).startswith(name)]
 
 
 def _possessive(m: re.Match) -> bool:
@@ -180,7 +197,7 @@ def mentions_third_person(name: str, text: str | None) -> bool:
     "Ana, that's great", "so proud of you, Ana!", "Hey Ana how are you" (a vocative: the name
     set off by a comma or closing the sentence, or right after a greeting)."""
     t = text or ""
-    for m in _in_text(name).finditer(t):
+    for m in _in_text(name, t):
         if _possessive(m):
             return True
         if re.match(r"\s*(?:[,!?]|\.(?:\s|$)|$)", t[m.end():]):  # "..., Ana!" / "Ana, ..."
@@ -206,7 +223,7 @@ def credited(name: str, speakers: list[str | None], texts: list[str | None],
     the possessive rule is a case of. Without `matched` and `order` the restatement rule does
     not apply."""
     def possessive(text: str) -> bool:  # "Mei's", "mei's" in a text without capitals
-        return any(_possessive(m) for m in _in_text(name).finditer(text))
+        return any(_possessive(m) for m in _in_text(name, text))
 
     out = list(speakers)
     n = len(speakers)

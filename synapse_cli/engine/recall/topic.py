@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from ...models.tokenize import tokenize
-from ...models.words import _DAYS, _MONTHS, _QUOTED, _STOP
+from ...models.words import _DAYS, _MONTHS, _NOT_NOUN, _QUOTED, _STOP
 from .bridges import _POSSESSIVE, names_in
 
 # Words that say how a question asks, not what about (beyond the stopwords of models/words.py):
@@ -214,7 +214,6 @@ def _states(text: str, answer, asked: set[str], about: set[str] = frozenset()) -
     phrase ("our dog biscuit, not ..."; not "dog food is ...", "the dentist texted"), and is
     no stopword, common word, time or -ed/-ing/-ly form."""
     from ...models.conflate import stem
-    from ...models.words import _NOT_NOUN
 
     if answer is not None:
         return bool(answer.search(text))
