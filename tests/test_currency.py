@@ -239,6 +239,10 @@ def test_each_kind_of_answer_needs_a_memory_that_states_one_of_that_kind():
     assert missing_value(dog, ["he means our dog biscuit, not an actual biscuit"]) is None
     assert missing_value(dog, ["the dog is called biscuit"]) is None
     assert missing_value(dog, ["the dog was sick again"]) == "name"
+    channel = "What's the prod alerts channel called?"  # a #channel or @handle is a name
+    assert missing_value(channel, ["prod alerts now land in #ledgerly-alerts"]) is None
+    assert missing_value(channel, ["prod alerts are pinging @oncall-team"]) is None
+    assert missing_value(channel, ["prod alerts are way too noisy"]) == "name"
     for said in ("dog food is expensive", "dog walker comes at 3", "is it dog friendly."):
         assert missing_value(dog, [said]) == "name", said  # a compound, not a name
     for said in ("new dentist is called ahmed", "the dentist is called the smile studio",

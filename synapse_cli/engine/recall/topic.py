@@ -178,8 +178,8 @@ _VERSION_OF = re.compile(r"([A-Za-z][\w.+-]*)\s+versions?\b|\bversions?\s+of\s+(
 
 
 # what else a name can be: something quoted (models/words.py _QUOTED), an identifier with
-# digits (_IDENT), or code: in backticks or snake_case (`checkout_v2`)
-_CODE = re.compile(r"`[^`]+`|\b\w+_\w+")
+# digits (_IDENT), code (in backticks or snake_case: `checkout_v2`), a #channel or @handle
+_CODE = re.compile(r"`[^`]+`|\b\w+_\w+|(?<![\w&])[#@][A-Za-z][\w-]+")
 
 
 QUESTION_CHARS = 300  # a question longer than this asks for no kind of answer in its tail
