@@ -141,35 +141,6 @@ def test_newest_first_reorders_versions_in_place(store):
         assert currency.version_order(s, arrays, cfg, q, top[:1], scores[:1]) is None
 
 
-def test_two_shared_topic_words_make_versions_at_a_lower_cosine(store):
-    """score.topic_version_sim: candidates that share two of the question's topic words are
-    versions of one fact at a cosine below score.version_sim; one shared word is not enough
-    ("we had pizza with the whole team" shares only "team")."""
-    from synapse_cli.engine.recall import currency
-
-    q = "What time is the team standup every day?"
-    old, new, pizza = TURNS[0][2], TURNS[3][2], TURNS[2][2]
-    with Store.open(store) as s:
-        arrays = graphview.build(s)
-        off = RecallConfig(k=6, lambda_superseded=0.0, newest_first=False)
-        plain = recall(s, q, EMB.encode([q])[0], off, arrays)
-        texts = [r["text"] for r in plain["results"]]
-        assert texts.index(old) < texts.index(new)
-        top = np.searchsorted(arrays.ids, [r["id"] for r in plain["results"]])
-        scores = np.array([r["score"] for r in plain["results"]])
-        pos = {t: p for t, p in zip(texts, top.tolist())}
-
-        def moved(**cfg):
-            out = currency.version_order(s, arrays, RecallConfig(k=6, version_sim=0.99,
-                                                                 kind_versions=False, **cfg),
-                                         q, top, scores)
-            return set() if out is None else {t for t, p in pos.items() if out[p]}
-
-        assert moved(topic_version_sim=0.99) == set()  # no pair is close enough for either
-        assert moved(topic_version_sim=-1.0) == {old, new}  # two topic words: one fact
-        assert pizza not in moved(topic_version_sim=-1.0)
-
-
 def test_an_identifier_the_store_never_mentions_is_refused(store):
     from synapse_cli.engine.recall import bm25_open
     from synapse_cli.engine.recall.topic import unknown_identifiers

@@ -169,9 +169,6 @@ SETTINGS: tuple[Setting, ...] = (
       "among those candidates; 0 = off", "recall", 0),
     S("score", "version_sim", float, 0.6, "cosine between two memories from which the newer "
       "restates the older (a new version of the same fact)", "recall", -1, 1),
-    S("score", "topic_version_sim", float, 0.35, "score.newest_first: two candidates that share "
-      "two of the question's topic words are versions of one fact from this cosine on (one "
-      "topic word: score.version_sim)", "recall", -1, 1),
     S("score", "version_depth", int, 20, "how many of the best candidates are compared for "
       "versions", "recall", 2, 1000),
     S("score", "lambda_recent", float, 0.1, "for a question in the present tense, the newer of "

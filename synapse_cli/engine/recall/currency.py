@@ -21,8 +21,7 @@ Five adjustments of the default mode's fused score, all applied before the gate:
 - *newest first* (`newest_first`, any question in the present tense, asks_in_present): among
   the best `version_depth`, the versions of one fact (cosine >= `version_sim` to the
   best-scoring of them, and a topic word of the question in common, so that two turns of one
-  speaker are not versions just because both start with the speaker's name; or
-  `topic_version_sim` and two topic words in common) are reordered by
+  speaker are not versions just because both start with the speaker's name) are reordered by
   time within the places they hold: the newest takes the best place, which brings in an update
   the penalty alone leaves below the top 10 ("moved it to Tuesday 24th" after "the design
   review is Thursday 19th").
@@ -177,10 +176,8 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     score, the next newest its second best, and so on: the group keeps its places in the
     ranking, its members are reordered by time. A group: the best-scoring candidate not yet in
     one and every other such candidate at cosine >= `version_sim` to it that shares one of the
-    question's topic words with it, or at cosine >= `topic_version_sim` when it shares two
-    (shared_words: "the invoice API p95 target is 400ms" and "the contract has a 250ms p95 on
-    the invoice API", cosine 0.5); not joined transitively, so a chain of one speaker's small
-    talk is no group. With `kind_versions`, first one group of the answers of
+    question's topic words with it (shared_words; not joined transitively, so a chain of one
+    speaker's small talk is no group). With `kind_versions`, first one group of the answers of
     the kind the question asks for (answer_givers) and the versions of each of them. None when
     nothing changes or the question is not in the present tense (asks_in_present)."""
     if len(top) < 2 or not asks_in_present(query):
@@ -191,9 +188,7 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
     sc = np.asarray(scores[: cfg.version_depth], np.float64)
     v = unit_vectors(store, top)
     bodies = store.bodies(arrays.ids[top])
-    cos, common = v @ v.T, shared_words(store, arrays, bodies, query, cfg.tags)
-    same = ((cos >= cfg.version_sim) & (common >= 1)) | \
-        ((cos >= cfg.topic_version_sim) & (common >= 2))
+    same = ((v @ v.T) >= cfg.version_sim) & shared_words(store, arrays, bodies, query, cfg.tags)
     n = len(top)
     group = np.full(n, -1)
     if cfg.kind_versions:  # the answers of the kind asked, and the versions of each, are one
@@ -260,10 +255,10 @@ def _stem(w: str) -> str:
 
 def shared_words(store, arrays, bodies: list[dict], query: str | None = None,
                  tags=()) -> np.ndarray:
-    """int [n, n]: how many content words (content_words) the two memories (`bodies`, their
-    payloads) share (the diagonal: 1); with `query`, only the content words that are its topic
-    words (engine/recall/topic.py): how much of what the question asks about both speak of
-    (`tags`: the recall's tag filter, for speakers.subject_names)."""
+    """bool [n, n]: the two memories (`bodies`, their payloads) share a content word
+    (content_words); with `query`, a content word that is one of its topic words
+    (engine/recall/topic.py): both speak of what the question asks about (`tags`: the
+    recall's tag filter, for speakers.subject_names)."""
     words = [content_words(b.get("text"), b.get("speaker")) for b in bodies]
     if query is not None:
         from .speakers import subject_names
@@ -274,8 +269,8 @@ def shared_words(store, arrays, bodies: list[dict], query: str | None = None,
         asked = {_stem(w) for w in topic_words(query)} | subject_names(store, arrays, query, tags)
         words = [w & asked for w in words]
     n = len(words)
-    out = np.eye(n, dtype=np.int64)
+    out = np.eye(n, dtype=bool)
     for i in range(n):
         for j in range(i + 1, n):
-            out[i, j] = out[j, i] = len(words[i] & words[j])
+            out[i, j] = out[j, i] = bool(words[i] & words[j])
     return out

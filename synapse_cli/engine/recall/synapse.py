@@ -134,16 +134,6 @@ class SynapseSettings:
     # an unscaled bonus of 0.3, which lifted "ok so new week new me" into a top 5.
     lambda_change: float = 1.0
     version_sim: float = 0.6
-    # newest_first only: two candidates that share two of the question's topic words are
-    # versions of one fact from this cosine on, so that an update worded unlike the statement
-    # it replaces is still one ("the contract has a 250ms p95 on the invoice API" after "the
-    # invoice API p95 target is 400ms": cosine 0.5). Agent-use tuned halves (tune / tune2 /
-    # tune3), fresh stores: at 0.6 (= off) current first 1.0 / 0.786 / 0.667, top 3 0.843 /
-    # 0.643 / 0.721; at 0.45 top 3 0.863 on tune, 0.689 on tune3; at 0.35 (also 0.30) current
-    # first 1.0 / 0.821 / 0.667, top 3 0.863 / 0.643 / 0.721, as-of 0.75 -> 0.775 on tune2;
-    # 0.25 loses a top 3 on tune2. Consolidated: tune current first 0.90 -> 0.95. LoCoMo dev
-    # recall@10 over 1-4 71.66 -> 71.47 (multi-hop 43.25 -> 42.98; @5 60.99 -> 59.81).
-    topic_version_sim: float = 0.35
     version_depth: int = 20
     # For a question in the present tense, the newer of the best 10 candidates gain up to this,
     # times their relevance among them (currency.recency_bonus). Agent-use tune / tune2, current

@@ -143,7 +143,8 @@ _KINDS = (
      re.compile(r"\bhow much\b.*\b(cost|costs|costing|charge|charges|charged|charging|earn|"
                 r"earns|earned|earning|pay|pays|paid|paying|spend|spends|spent|spending|owe|"
                 r"owes|owed|owing|rent|fee|fees|budget)\b|"
-                r"\bwhat\b.*\b(price|prices|cost|costs|salary|fee|fees|rent|budget)\b", re.IGNORECASE),
+                r"\bwhat\b.*\b(price|prices|cost|costs|salary|fee|fees|rent|budget)\b",
+                re.IGNORECASE),
      # a currency, or an amount a price can be ("450", "26.80"): not "40 regulars"
      re.compile(r"[£$€¥₹]\s?\d|\d\s?(k|p|quid|pounds?|dollars?|euros?|bucks|grand|usd|gbp|"
                 r"eur)\b|\b(quid|pounds|dollars|euros|bucks|pence|cents|free)\b|"
