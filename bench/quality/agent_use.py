@@ -1,7 +1,7 @@
 """Agent-use recall suite (bench/quality/agent_use/): does recall serve an agent's everyday questions?
 Prints one JSON object.
 
-    python bench/quality/agent_use.py [--half tune|tune2|tune3|heldout|fresh|all]
+    python bench/quality/agent_use.py [--half tune|tune2|tune3|tune4|heldout|fresh|all]
                               [--only NAME[,NAME]] [--modes synapse,vector,hybrid] [--consolidate]
                               [--as-of-field until_ms] [--stores DIR] [--out FILE]
                               [--verify [--model GGUF]]
@@ -15,15 +15,16 @@ after the last turn.  Scores (bench/quality/agent_use/README.md): current_first 
 top3 / top10 over the answerable ones (changed, two_hop, single), never_rejected and
 false_refusals, and as_of_top1 (recall restricted to the time of an earlier state).  Reported per
 half: tune = personal_assistant + team_chat, tune2 = caregiving + dev_assistant (tuned on since
-2026-11-27), tune3 = wedding_planning + sports_club (since 2026-11-29), heldout =
-customer_support + family_group, fresh = house_share + freelance_client; tune on the first
-three, report the others separately, every time.
+2026-11-27), tune3 = wedding_planning + sports_club (since 2026-11-29), tune4 =
+home_renovation + restaurant_staff (written and measured before tuning on 2026-11-29, tuned on
+from then), heldout = customer_support + family_group, fresh = house_share +
+freelance_client; tune on the first four, report the others separately, every time.
 
 With --verify, every question the gate lets through in `synapse` mode is also scored by
 `recall --verify`'s second stage (engine/recall/answer_check.py: the local model's log-odds that
 the top memories explicitly mention what is asked; the configured GGUF, or --model), and each
 half gets a `synapse+verify` row at the configured threshold and one at the threshold
-calibrated on the tuned halves only (tune, tune2, tune3: the most never-answered questions
+calibrated on the tuned halves only (tune to tune4: the most never-answered questions
 refused with <= 5% of their answerable ones refused): the held-out and fresh halves never
 choose it. A
 question refused by the second stage scores as refused (no top 3, no current first); the as-of
@@ -57,15 +58,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_recall import parse_settings  # noqa: E402
 
 DATA = ROOT / "bench" / "quality" / "agent_use"
-# tune2, tune3 and fresh: written later by writers who saw neither the recall code nor any
-# result; tune2 and tune3 were measured once before they were tuned on (README)
+# tune2, tune3, tune4 and fresh: written later by writers who saw neither the recall code nor
+# any result; tune2 to tune4 were measured once before they were tuned on (README)
 HALVES = {"tune": ("personal_assistant", "team_chat"),
           "tune2": ("caregiving", "dev_assistant"),
           "tune3": ("wedding_planning", "sports_club"),
+          "tune4": ("home_renovation", "restaurant_staff"),
           "heldout": ("customer_support", "family_group"),
           "fresh": ("house_share", "freelance_client")}
 HALF_OF = {c: h for h, cs in HALVES.items() for c in cs}
-TUNED = ("tune", "tune2", "tune3")
+TUNED = ("tune", "tune2", "tune3", "tune4")
 ANSWERABLE = ("changed", "two_hop", "single")
 K = 10
 DAY_MS = 86_400_000

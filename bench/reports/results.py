@@ -240,6 +240,7 @@ AGENT_HEAD = ["current first", "gold in top 3", "gold in top 10", "never-answere
               "false refusals", "as-of top 1"]
 HALVES = {"tune": "tuned on", "tune2": "tuned on (written 2026-11-27, tuned on from then)",
           "tune3": "tuned on (written 2026-11-29, tuned on from then)",
+          "tune4": "tuned on (written 2026-11-29, second set, tuned on from then)",
           "heldout": "held out", "fresh": "fresh (written after the tuning, never looked at)"}
 
 
