@@ -320,3 +320,41 @@ def test_answers_of_the_kind_asked_are_versions_of_one_fact(tmp_path):
     assert one["confidence"] == many["confidence"] == out["confidence"]
     _, past = _texts(path, "What time was the morning carer visit originally?")
     assert past.index(old) < past.index(new)
+
+
+def test_the_value_check_reads_the_question_a_memory_answers(tmp_path):
+    """An answer in a chat replies to the turn that names the topic ("corkage?" ... "£12 a
+    bottle"): the value check reads the gate.value_context turns before a memory for the
+    topic, the memory itself for the answer; another user's turns never count."""
+    from synapse_cli import api
+    from synapse_cli.engine.recall.topic import missing_value
+
+    q = "How much do we charge for corkage?"
+    assert missing_value(q, ["£12 a bottle, wine only"]) == "sum of money"
+    assert missing_value(q, ["£12 a bottle, wine only"],
+                         contexts=lambda: ["table asked about corkage, what do we say?"]) is None
+    assert missing_value(q, ["wine only, no spirits"],  # the answer must be in the memory
+                         contexts=lambda: ["corkage is £12 a bottle"]) == "sum of money"
+    asked = ("Ines", "table asked about corkage tonight, what do we say?")
+    aside = ("Bea", "is anyone in early tomorrow, i left my charger behind the bar")
+    said = ("Marian", "£12 a bottle, wine only, we don't do it for spirits")
+    later = ("Marian", "corkage is a pain tbh")  # the topic, after the answer
+    for path, turns in ((tmp_path / "one", [(asked, []), (aside, []), (said, [])]),
+                        (tmp_path / "two", [(asked, ["user:ines"]), (said, ["user:marian"]),
+                                            (later, ["user:marian"])])):
+        api.ingest([{"speaker": s, "text": x, "session": "d11", "tags": t,
+                     "timestamp": f"2026-06-11T14:3{i}:00Z"}
+                    for i, ((s, x), t) in enumerate(turns)], store=str(path), embedder=EMB)
+    with Store.open(tmp_path / "one") as s:
+        arrays = graphview.build(s)
+        assert arrays.previous().tolist() == [-1, 0, 1]
+        qv = EMB.encode([q])[0]
+        assert not recall(s, q, qv, RecallConfig(k=5), arrays)["rejected"]
+        out = recall(s, q, qv, RecallConfig(k=5, value_context=1), arrays)  # Bea's turn only
+        assert out["rejected"] and out["topic"] == {"no_value": "sum of money"}
+    with Store.open(tmp_path / "two") as s:  # Ines's question is not Marian's to read
+        arrays = graphview.build(s)
+        out = recall(s, q, EMB.encode([q])[0], RecallConfig(k=5, tags=("user:marian",)),
+                     arrays)
+        assert out["rejected"] and out["topic"] == {"no_value": "sum of money"}, out
+        assert arrays.previous()[1] == -1  # each user's turns are a chain of their own
