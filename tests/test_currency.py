@@ -53,6 +53,9 @@ def test_questions_about_now(query, now):
     ("What indentation do the templates use?", True), ("What time is standup?", True),
     ("When did Dana move to Leeds?", False), ("What was the original date?", False),
     ("What did Tobias say about the promotion?", False),
+    ("Is the bathroom getting a bath or a walk-in shower?", True),
+    ("Does Josh work weekends?", True), ("Was the bath kept?", False),
+    ("Did Dana move?", False), ("Is it the first time Dana moved?", False),
 ])
 def test_questions_in_the_present_tense(query, present):
     """They get newest-first ordering; only asks_about_now's get the penalty and the bonus."""

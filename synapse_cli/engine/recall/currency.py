@@ -51,13 +51,16 @@ def asks_about_now(query: str) -> bool:
     return bool(_NOW.search(query) or _ONE_STATE.search(query))
 
 
-# any present tense: "which Python version does Potluck run on", "where are the keys kept"
+# any present tense: "which Python version does Potluck run on", "where are the keys kept",
+# "is the bathroom getting a bath or a shower?"
 _PRESENT = re.compile(r"^\W*(what|when|where|who)['’]s\b|" + _WH
-                      + r".*?\b(is|are|does|do|has|have)\b", re.IGNORECASE)
+                      + r".*?\b(is|are|does|do|has|have)\b|^\W*(is|are|does|do|has|have)\b",
+                      re.IGNORECASE)
 
 
 def asks_in_present(query: str) -> bool:
-    """asks_about_now, or any other question in the present tense and not about the past: its
+    """asks_about_now, or any other question in the present tense and not about the past,
+    a yes-or-no one too ("Is the bathroom getting a bath or a walk-in shower?"): its
     versions of one fact are put newest first (version_order), which only reorders what the
     question found. superseded_penalty and change_bonus, which move candidates in and out of
     the ranking, stay with asks_about_now: on "Which vet does Dana's cat go to?" they sank the
