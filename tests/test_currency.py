@@ -43,6 +43,8 @@ def _texts(path, query, **cfg):
     ("What time is standup?", True),
     ("When did Dana move to Leeds?", False), ("What was the original date?", False),
     ("Where did she live before?", False), ("What are Melanie's hobbies?", False),
+    ("When is Aisha's first dress fitting booked for now?", True),  # the first's new date
+    ("What genre is Joanna's first screenplay?", False),  # the earliest of her screenplays
 ])
 def test_questions_about_now(query, now):
     assert asks_about_now(query) is now

@@ -36,6 +36,15 @@ _PAST = re.compile(r"\b(did|was|were|used to|first|originally|original|initially
                    r"previous|previously|earlier|old|former|formerly|ago)\b", re.IGNORECASE)
 _NOW = re.compile(r"\b(now|currently|current|still|anymore|any more|latest|these days|"
                   r"nowadays|at the moment|right now)\b", re.IGNORECASE)
+# "first" is an ordinal of a thing, not a time ("Aisha's first dress fitting"): a question
+# that also says "now" asks about the present version of that thing
+_PAST_NOW = re.compile(_PAST.pattern.replace("first|", ""), re.IGNORECASE)
+
+
+def _past(query: str) -> bool:
+    """The question asks about the past (_PAST), unless its only sign of the past is "first"
+    and it says "now" too (_NOW)."""
+    return bool((_PAST_NOW if _NOW.search(query) else _PAST).search(query))
 # one state in the present tense: "where does X live", "what is X's plan", "who owns"; not a
 # list ("what are X's hobbies", "what do they like"), whose answer is every version
 _WH = r"^\W*(what|whats|when|where|which|who|how)\b"  # "what's" is "what" and "'s"
@@ -46,7 +55,7 @@ def asks_about_now(query: str) -> bool:
     """True for a question about the current state of one fact ("Where does Dana live now?",
     "When is the review?"): answered with the newest version. Not for a question about the
     past ("when did", "first", "originally", "before") or a list ("what are her hobbies?")."""
-    if _PAST.search(query):
+    if _past(query):
         return False
     return bool(_NOW.search(query) or _ONE_STATE.search(query))
 
@@ -65,7 +74,7 @@ def asks_in_present(query: str) -> bool:
     question found. superseded_penalty and change_bonus, which move candidates in and out of
     the ranking, stay with asks_about_now: on "Which vet does Dana's cat go to?" they sank the
     answer below a later reminder to call the vet (bench/quality/agent_use.py)."""
-    return asks_about_now(query) or (not _PAST.search(query) and bool(_PRESENT.search(query)))
+    return asks_about_now(query) or (not _past(query) and bool(_PRESENT.search(query)))
 
 
 # Words with which a chat reports that a fact changed: "switched to Three", "pescatarian now",
