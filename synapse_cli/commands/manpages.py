@@ -43,7 +43,7 @@ SOURCES = {
               "(gate.topic_cover, gate.cover_sim), when it asks for a kind of answer (a phone "
               "number, a price, a time of day, a date, a version, a name, a number) that no "
               "memory on its topic "
-              "states (gate.value_check, gate.value_context), and when another "
+              "states (gate.value_check), and when another "
               "speaker's statement answers "
               "a question about one person better (the attribution check: gate.attribution, "
               "gate.tau_attribution, gate.restatements, gate.addressed, gate.mentioned). The "

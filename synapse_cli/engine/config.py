@@ -113,8 +113,6 @@ SETTINGS: tuple[Setting, ...] = (
     S("gate", "value_check", bool, True, "refuse a question asking for a kind of answer (a "
       "phone number, a sum of money, a time of day, a date, a version, a name, a number) "
       "when no top memory on its topic states one of that kind", "recall"),
-    S("gate", "value_context", int, 3, "value_check: how many turns before a memory (the "
-      "question it answers) may name its topic; 0 = the memory alone", "recall", 0, 20),
     S("gate", "attribution", bool, True, "refuse a query that names one speaker when another "
       "speaker's statement answers it better (engine/recall/attribution.py)", "recall"),
     S("gate", "tau_attribution", float, 0.3, "relative margin (share of the best match) by "

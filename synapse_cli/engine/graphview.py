@@ -50,19 +50,6 @@ class RecallArrays:
             self.cache["semantic"] = fl.memory_type_code(self.flags) == fl.MemoryType.SEMANTIC
         return self.cache["semantic"]
 
-    def previous(self) -> np.ndarray:
-        """int [n]: the position of the record just before each one in its conversation (the
-        newest earlier record it has a temporal edge to: ingest chains a session's turns,
-        FORMAT.md 12), -1 for the first of a chain and for semantic nodes."""
-        if "previous" not in self.cache:
-            src = np.repeat(np.arange(self.n), np.diff(self.indptr))
-            dst = self.indices.astype(np.int64)
-            earlier = (self.types == gf.TEMPORAL) & (self.ids[dst] < self.ids[src])
-            prev = np.full(self.n, -1, np.int64)
-            np.maximum.at(prev, src[earlier], dst[earlier])  # positions follow ids
-            self.cache["previous"] = prev
-        return self.cache["previous"]
-
     def reaching_outside(self, t_min: int, t_max: int) -> np.ndarray:
         """bool [n]: semantic nodes linked to a record whose time is outside [t_min, t_max]. A
         node's text, vector and relations hold what every episode that names it said, so a

@@ -238,16 +238,6 @@ class GateSettings:
     # rejected 0.25 -> 0.375, false refusals 0.049 -> 0.016, top 10 0.852 -> 0.885; tune,
     # tune2 and LoCoMo dev unchanged.
     value_check: bool = True
-    # The value check reads a memory together with the turns just before it in its
-    # conversation (up to this many): an answer in a chat replies to the question that names
-    # the topic ("table asked about corkage tonight, what do we say?" ... "£12 a bottle, wine
-    # only", with another turn in between). Only the topic is read there; the answer must be
-    # in the memory itself. Agent-use tune4 half (written blind, then tuned on), false
-    # refusals on fresh / consolidated stores: 0.081 / 0.081 at 0 and 1, 0.065 / 0.065 at 2,
-    # 0.065 / 0.048 at 3 and 5 (top 10 0.79 -> 0.806 / 0.806 -> 0.839); no never-answered
-    # question accepted in any tuned half; tune to tune3 and LoCoMo dev unchanged. 0 = the
-    # memory alone.
-    value_context: int = 3
     attribution_depth: int = 10
 
 
@@ -401,27 +391,6 @@ def _focus_speaker(store: Store, arrays: graphview.RecallArrays, cfg: RecallConf
     return top, scores, [read[i] for i in ids]
 
 
-def _turns_before(store: Store, arrays: graphview.RecallArrays, positions: np.ndarray,
-                  seen: np.ndarray, depth: int) -> list[str]:
-    """For each record of `positions`, the text of the (up to) `depth` turns before it in its
-    conversation (RecallArrays.previous), joined; only records this recall may see (`seen`:
-    signals.visible), so another user's turn or a trashed one never counts."""
-    before = arrays.previous()
-    out = [""] * len(positions)
-    cur = np.asarray(positions, np.int64)
-    for _ in range(depth):
-        prev = np.where(cur >= 0, before[np.maximum(cur, 0)], -1)
-        ok = prev >= 0
-        ok[ok] = seen[prev[ok]]
-        if not ok.any():
-            break
-        text = dict(zip(prev[ok].tolist(), (b.get("text") or "" for b in
-                                            store.bodies(arrays.ids[prev[ok]]))))
-        out = [f"{o} {text[p]}" if k else o for o, p, k in zip(out, prev.tolist(), ok.tolist())]
-        cur = np.where(ok, prev, -1)
-    return out
-
-
 def _topic_gate(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig, query: str,
                 top: np.ndarray, bodies, embed) -> tuple[dict | None, list | None]:
     """The gate's lexical checks (topic.py) on a query the activation gate let through:
@@ -453,9 +422,7 @@ def _topic_gate(store: Store, arrays: graphview.RecallArrays, cfg: RecallConfig,
         no_value = missing_value(query, [b.get("text") for b in bodies[: cfg.attribution_depth]],
                                  index.tokenize,
                                  lambda: subject_names(store, arrays, query, cfg.tags,
-                                                       index.tokenize),
-                                 lambda: _turns_before(store, arrays, best, seen,
-                                                       cfg.value_context))
+                                                       index.tokenize))
         if no_value is not None:
             return {"no_value": no_value}, bodies
     return None, bodies

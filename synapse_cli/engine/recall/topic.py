@@ -233,7 +233,7 @@ def _states(text: str, answer, asked: set[str], about: set[str] = frozenset()) -
 
 
 def answers(query: str, texts: list[str | None], tokenize=tokenize,
-            names=frozenset, contexts=None) -> tuple[str, list[bool]] | None:
+            names=frozenset) -> tuple[str, list[bool]] | None:
     """For a question that asks for a kind of answer (answer_kind), (the kind, per text of
     `texts` whether it both speaks of what the question is about and states an answer of that
     kind); None for a question that asks for no kind or names nothing to look for ("How much
@@ -242,9 +242,7 @@ def answers(query: str, texts: list[str | None], tokenize=tokenize,
     not speakers (speakers.subject_names; called only then), since "Biscuit turned 6" answers
     it. A version is of the thing the question names, when it names one ("Which Postgres
     version..."), and stated right after its name: the question's topic words ("staging",
-    "run") say too little. `contexts()`, when given: per text, the turns it replies to
-    (called only for a question with a kind), where its topic may be named; the answer must
-    be in the memory itself."""
+    "run") say too little."""
     from ...models.conflate import stem
 
     found = answer_kind(query)
@@ -263,10 +261,8 @@ def answers(query: str, texts: list[str | None], tokenize=tokenize,
     if not about:
         return None
     asked = {_POSSESSIVE.sub("", w).casefold() for w in re.findall(r"[\w'’-]+", query)}
-    contexts = contexts() if contexts else [""] * len(texts)
-    return kind, [bool(about & {stem(t) for t in tokenize(f"{text or ''} {ctx}")})
-                  and _states(text or "", answer, asked, about)
-                  for text, ctx in zip(texts, contexts)]
+    return kind, [bool(about & {stem(t) for t in tokenize(text or "")})
+                  and _states(text or "", answer, asked, about) for text in texts]
 
 
 def _versioned(query: str, names) -> str | None:
@@ -279,13 +275,13 @@ def _versioned(query: str, names) -> str | None:
 
 
 def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
-                  names=frozenset, contexts=None) -> str | None:
+                  names=frozenset) -> str | None:
     """What the question asks for ("phone number", answer_kind) when none of `texts` (the best
     memories) both speaks of what it is about and states an answer of that kind (answers):
     "What's Maureen's phone number?": they talk about her, "she's number 29" is no phone
     number; "What's the name of Dana's dentist?": the dentist turns name no one. None
     otherwise."""
-    found = answers(query, texts, tokenize, names, contexts)
+    found = answers(query, texts, tokenize, names)
     if found is None or any(found[1]):
         return None
     return found[0]
