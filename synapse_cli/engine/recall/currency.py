@@ -32,13 +32,14 @@ import re
 
 import numpy as np
 
-_PAST = re.compile(r"\b(did|was|were|used to|first|originally|original|initially|before|"
-                   r"previous|previously|earlier|old|former|formerly|ago)\b", re.IGNORECASE)
+_PAST_WORDS = (r"did|was|were|used to|originally|original|initially|before|previous|"
+               r"previously|earlier|old|former|formerly|ago")
+_PAST = re.compile(rf"\b(first|{_PAST_WORDS})\b", re.IGNORECASE)
+# "first" may be an ordinal of a thing rather than a time ("Aisha's first dress fitting"): a
+# question that also says "now" asks about the present version of that thing
+_PAST_NOW = re.compile(rf"\b({_PAST_WORDS})\b", re.IGNORECASE)
 _NOW = re.compile(r"\b(now|currently|current|still|anymore|any more|latest|these days|"
                   r"nowadays|at the moment|right now)\b", re.IGNORECASE)
-# "first" is an ordinal of a thing, not a time ("Aisha's first dress fitting"): a question
-# that also says "now" asks about the present version of that thing
-_PAST_NOW = re.compile(_PAST.pattern.replace("first|", ""), re.IGNORECASE)
 
 
 def _past(query: str) -> bool:
