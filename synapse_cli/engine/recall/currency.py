@@ -40,22 +40,23 @@ _PAST = re.compile(rf"\b(first|{_PAST_WORDS})\b", re.IGNORECASE)
 _PAST_NOW = re.compile(rf"\b({_PAST_WORDS})\b", re.IGNORECASE)
 _NOW = re.compile(r"\b(now|currently|current|still|anymore|any more|latest|these days|"
                   r"nowadays|at the moment|right now)\b", re.IGNORECASE)
-
-
-def _past(query: str) -> bool:
-    """The question asks about the past (_PAST), unless its only sign of the past is "first"
-    and it says "now" too (_NOW)."""
-    return bool((_PAST_NOW if _NOW.search(query) else _PAST).search(query))
 # one state in the present tense: "where does X live", "what is X's plan", "who owns"; not a
 # list ("what are X's hobbies", "what do they like"), whose answer is every version
 _WH = r"^\W*(what|whats|when|where|which|who|how)\b"  # "what's" is "what" and "'s"
 _ONE_STATE = re.compile(_WH + r".*?\bis\b", re.IGNORECASE)
 
 
+def _past(query: str) -> bool:
+    """The question asks about the past (_PAST), unless its only sign of the past is "first"
+    and it says "now" too (_NOW)."""
+    return bool((_PAST_NOW if _NOW.search(query) else _PAST).search(query))
+
+
 def asks_about_now(query: str) -> bool:
     """True for a question about the current state of one fact ("Where does Dana live now?",
     "When is the review?"): answered with the newest version. Not for a question about the
-    past ("when did", "first", "originally", "before") or a list ("what are her hobbies?")."""
+    past ("when did", "originally", "before", "first" unless it says "now" too) or a list
+    ("what are her hobbies?")."""
     if _past(query):
         return False
     return bool(_NOW.search(query) or _ONE_STATE.search(query))
