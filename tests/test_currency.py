@@ -146,6 +146,28 @@ def test_newest_first_reorders_versions_in_place(store):
         assert currency.version_order(s, arrays, cfg, q, top[:1], scores[:1]) is None
 
 
+def test_versions_stamped_with_one_time_keep_their_order(tmp_path):
+    """Turns that carry one time (a LoCoMo session is stamped once) say nothing about which
+    is newer: newest first leaves them in their score order, not in the order of ingest."""
+    from synapse_cli.engine.recall import currency
+
+    at = "2026-09-01T09:00:00Z"
+    # the line that matches better is ingested last
+    path = ingest_chat(tmp_path / "st", [("Priya", at, TURNS[3][2]), ("Jonah", at, "ok"),
+                                         ("Priya", at, TURNS[0][2])], EMB)
+    q = "What time is the team standup every day?"
+    with Store.open(path) as s:
+        arrays = graphview.build(s)
+        cfg = RecallConfig(k=3, lambda_superseded=0.0, newest_first=False)
+        plain = recall(s, q, EMB.encode([q])[0], cfg, arrays)
+        top = np.searchsorted(arrays.ids, [r["id"] for r in plain["results"]])
+        scores = np.array([r["score"] for r in plain["results"]])
+        assert plain["results"][0]["text"] == TURNS[0][2]
+        assert currency.version_order(s, arrays, cfg, q, top, scores) is None
+        on = recall(s, q, EMB.encode([q])[0], RecallConfig(k=3, lambda_superseded=0.0), arrays)
+        assert [r["text"] for r in on["results"]] == [r["text"] for r in plain["results"]]
+
+
 def test_an_identifier_the_store_never_mentions_is_refused(store):
     from synapse_cli.engine.recall import bm25_open
     from synapse_cli.engine.recall.topic import unknown_identifiers

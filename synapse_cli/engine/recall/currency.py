@@ -219,7 +219,8 @@ def version_order(store, arrays, cfg, query: str, top: np.ndarray,
         members = np.flatnonzero(group == g)
         if len(members) < 2:
             continue
-        by_time = members[np.lexsort((top[members], -ts[members]))]  # newest first
+        # newest first; turns stamped with one time (a LoCoMo session) keep their score order
+        by_time = members[np.lexsort((-sc[members], -ts[members]))]
         by_score = np.sort(sc[members])[::-1]
         delta = by_score - sc[by_time]
         if not np.any(delta):
