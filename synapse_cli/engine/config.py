@@ -177,7 +177,7 @@ SETTINGS: tuple[Setting, ...] = (
     S("score", "newest_first", bool, True, "for a question in the present tense, not about the "
       "past, the newest of a fact's versions among the best score.version_depth (cosine >= "
       "score.version_sim, a topic word of the question in common) takes the best place any of "
-      "them had", "recall"),
+      "them had; versions stamped with one time keep their score order", "recall"),
     S("score", "kind_versions", bool, True, "newest_first: for a question that asks for a kind "
       "of answer (a time of day, a date, a sum of money, a version, a name), the candidates "
       "that speak of its topic and state an answer of that kind are versions of one fact too",
