@@ -73,6 +73,10 @@ def test_uncovered_topic_looks_at_the_memories_reached(store):
         # a form of the word counts ("restaurant" for "restaurants")
         assert uncovered_topic("Which restaurant does Dana like?", index, texts[:1]) is None
         assert uncovered_topic("Who is Dana?", index, texts) is None  # no topic word
+        # and so does a word of its family ("vegetarianism" for "vegetarian")
+        assert uncovered_topic("Is Dana into vegetarianism?", index, texts[:1]) is None
+        assert uncovered_topic("Is Dana into vegetarianism?", index, texts[2:]) == [
+            "vegetarianism"]
         # a word close in meaning to a memory counts too
         near = lambda words: np.ones((len(words), 2)) / np.sqrt(2)  # noqa: E731
         mems = lambda: np.array([[1.0, 0.0]])  # noqa: E731

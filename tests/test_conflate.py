@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from synapse_cli.models.bm25 import BM25Index
-from synapse_cli.models.conflate import stem, variants
+from synapse_cli.models.conflate import family, stem, variants
 
 
 @pytest.mark.parametrize("forms, common", [
@@ -50,3 +50,23 @@ def test_bm25_variant_weight(tmp_path):
     words, per_word = index.word_scores("books read", np.array([1, 2], np.uint64), 1.0)
     assert words == ["book", "books", "read", "reading"]
     np.testing.assert_allclose(per_word.sum(axis=0), full[:2])
+
+
+def test_a_word_family_for_the_gate():
+    """Words that share their first seven letters are one family ("available" and
+    "availability", which no form rule joins); shorter words have none."""
+    assert family("available") == family("availability") == "availab"
+    assert stem("available") != stem("availability")
+    assert family("student") != family("studios") and family("studio") is None
+    assert family("cat") is None and family("covid19x") is None
+
+
+def test_bm25_knows_a_word_by_its_family(tmp_path):
+    index = BM25Index.open(tmp_path, None)
+    index.add([1, 2], ["my availability is weds and sats", "staff meal at four"])
+    assert index.knows("available") and index.knows("availability")
+    assert index.knows("available", np.array([1], np.uint64))
+    assert not index.knows("available", np.array([2], np.uint64))  # not within that record
+    assert not index.knows("avail")  # too short to have a family
+    index.add([3], ["the new availabilities"])  # the families follow what is appended
+    assert index.knows("availabilities") and index.knows("availables")

@@ -97,7 +97,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("gate", "tau_gate", float, 0.05, "recall says 'no record' when the best activation "
       "among the first 10 results is below this", "recall"),
     S("gate", "topic_check", bool, True, "refuse a query none of whose topic words (not "
-      "names, not question words) occurs in the store in any form, or that names an "
+      "names, not question words) occurs in the store in any form or family (first 7 "
+      "letters: availability ~ available), or that names an "
       "identifier with digits the store never mentions (INC-415)", "recall"),
     S("gate", "topic_sim", float, 0.2, "topic check: a topic word the store does not use "
       "still counts as known at this cosine to one of the top memories (pet ~ dog; lower "

@@ -493,11 +493,14 @@ class BM25Index:
         return self._blocks[0]
 
     def knows(self, word: str, within: np.ndarray | None = None) -> bool:
-        """Whether `word`, or another form of it (conflate.py), is in the vocabulary; with
-        `within` (record ids, u64), used by one of those records."""
-        from .conflate import variants
+        """Whether `word`, another form of it or, failing both, a word of its family
+        (conflate.py: "availability" for "available") is in the vocabulary; with `within`
+        (record ids, u64), used by one of those records."""
+        from .conflate import family, variants
 
         forms = ([word] if word in self._term_id else []) + variants(word, self._term_id)
+        if not forms and family(word):
+            forms = self._families().get(family(word), [])
         if within is None or not forms:
             return bool(forms)
         rec, _, _, _, indptr, csr_doc, _ = self._postings()
@@ -507,6 +510,19 @@ class BM25Index:
                                                  within).any():
                 return True
         return False
+
+    def _families(self) -> dict[str, list[str]]:
+        """conflate.family key -> the vocabulary's words with it; rebuilt when words were
+        appended since."""
+        from .conflate import family
+
+        if getattr(self, "_family_map", (None, -1))[1] != len(self._terms):
+            fam: dict[str, list[str]] = {}
+            for t in self._terms:
+                if (key := family(t)) is not None:
+                    fam.setdefault(key, []).append(t)
+            self._family_map = (fam, len(self._terms))
+        return self._family_map[0]
 
     def doc_lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """(record_ids u64, words per document) of every indexed document, by id: its BM25

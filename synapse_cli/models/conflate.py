@@ -78,3 +78,15 @@ def variants(word: str, vocabulary: Container[str]) -> list[str]:
         if form != word and form not in out and form in vocabulary and stem(form) == s:
             out.append(form)
     return out
+
+
+# Letters two words share to count as one word family for the gate's topic check (not for
+# ranking): "available" / "availability", "organise" / "organiser", which Porter's step 1 keeps
+# apart. Seven, so that short words and mere shared beginnings ("student" / "studio") stay apart.
+FAMILY = 7
+
+
+def family(word: str) -> str | None:
+    """The first FAMILY letters of an alphabetic word at least that long ("availab"), else
+    None: the key two words of one family share."""
+    return word[:FAMILY] if len(word) >= FAMILY and word.isalpha() else None

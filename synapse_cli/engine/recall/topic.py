@@ -96,19 +96,22 @@ def unknown_topic(query: str, index, embed=None, memories=None,
 
 def uncovered_topic(query: str, index, texts: list[str | None], embed=None, memories=None,
                     min_sim: float = 0.3) -> list[str] | None:
-    """The topic words of `query` when none of them, in any form (conflate.stem), is used by
-    any of `texts` (the best memories), else None: the memories the question reaches talk
-    about the people it names, not about what it asks ("What is Dana's blood type?" reaches
-    Dana's turns, none says "blood" or "type"). Stricter than unknown_topic, which asks the
-    whole store. A word close in meaning to one of the memories (cosine of its vector to
-    theirs >= `min_sim`, with `embed` and `memories` as in unknown_topic) counts as used."""
-    from ...models.conflate import stem
+    """The topic words of `query` when none of them, in any form or family (conflate.stem,
+    conflate.family), is used by any of `texts` (the best memories), else None: the memories
+    the question reaches talk about the people it names, not about what it asks ("What is
+    Dana's blood type?" reaches Dana's turns, none says "blood" or "type"). Stricter than
+    unknown_topic, which asks the whole store. A word close in meaning to one of the memories
+    (cosine of its vector to theirs >= `min_sim`, with `embed` and `memories` as in
+    unknown_topic) counts as used."""
+    from ...models.conflate import family, stem
 
     words = topic_words(query, index.tokenize)
     if not words:
         return None
-    used = {stem(t) for text in texts for t in index.tokenize(text or "")}
-    if any(stem(w) in used for w in words) or _near(words, embed, memories, min_sim):
+    tokens = {t for text in texts for t in index.tokenize(text or "")}
+    used = {stem(t) for t in tokens} | ({family(t) for t in tokens} - {None})
+    if any(stem(w) in used or family(w) in used for w in words) \
+            or _near(words, embed, memories, min_sim):
         return None
     return words
 
