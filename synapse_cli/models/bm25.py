@@ -321,6 +321,7 @@ class BM25Index:
         self._csr = None  # (record_ids, doc_len, post_term, post_doc, indptr, csr_doc, csr_tf)
         self._stats = None  # (live, doc_norm, idf) for the current live set
         self._append_only = False
+        self._family_map: tuple[dict, int] = ({}, -1)  # (_families, vocabulary size then)
 
     # ---- persistence
 
@@ -516,7 +517,7 @@ class BM25Index:
         appended since."""
         from .conflate import family
 
-        if getattr(self, "_family_map", (None, -1))[1] != len(self._terms):
+        if self._family_map[1] != len(self._terms):
             fam: dict[str, list[str]] = {}
             for t in self._terms:
                 if (key := family(t)) is not None:
