@@ -321,7 +321,6 @@ class BM25Index:
         self._csr = None  # (record_ids, doc_len, post_term, post_doc, indptr, csr_doc, csr_tf)
         self._stats = None  # (live, doc_norm, idf) for the current live set
         self._append_only = False
-        self._family_map: tuple[dict, int] = ({}, -1)  # (_families, vocabulary size then)
 
     # ---- persistence
 
@@ -500,8 +499,8 @@ class BM25Index:
         from .conflate import family, variants
 
         forms = ([word] if word in self._term_id else []) + variants(word, self._term_id)
-        if not forms and family(word):
-            forms = self._families().get(family(word), [])
+        if not forms and (key := family(word)):  # a scan: only for a word unknown in any form
+            forms = [t for t in self._terms if t.startswith(key)]
         if within is None or not forms:
             return bool(forms)
         rec, _, _, _, indptr, csr_doc, _ = self._postings()
@@ -511,19 +510,6 @@ class BM25Index:
                                                  within).any():
                 return True
         return False
-
-    def _families(self) -> dict[str, list[str]]:
-        """conflate.family key -> the vocabulary's words with it; rebuilt when words were
-        appended since."""
-        from .conflate import family
-
-        if self._family_map[1] != len(self._terms):
-            fam: dict[str, list[str]] = {}
-            for t in self._terms:
-                if (key := family(t)) is not None:
-                    fam.setdefault(key, []).append(t)
-            self._family_map = (fam, len(self._terms))
-        return self._family_map[0]
 
     def doc_lengths(self) -> tuple[np.ndarray, np.ndarray]:
         """(record_ids u64, words per document) of every indexed document, by id: its BM25

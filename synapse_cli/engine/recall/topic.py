@@ -109,8 +109,9 @@ def uncovered_topic(query: str, index, texts: list[str | None], embed=None, memo
     if not words:
         return None
     tokens = {t for text in texts for t in index.tokenize(text or "")}
-    used = {stem(t) for t in tokens} | ({family(t) for t in tokens} - {None})
-    if any(stem(w) in used or family(w) in used for w in words) \
+    stems = {stem(t) for t in tokens}
+    families = {key for t in tokens if (key := family(t))}
+    if any(stem(w) in stems or family(w) in families for w in words) \
             or _near(words, embed, memories, min_sim):
         return None
     return words
