@@ -228,3 +228,28 @@ def test_recaller_embeds_the_query_and_its_name_free_form_in_one_call(store):
     assert calls == [["Is Dana still vegetarian?", "Is still vegetarian?"]]
     alone = _recall(store, "Is Dana still vegetarian?", EMB)  # the two embedded one by one
     assert [x["id"] for x in out["results"]] == [x["id"] for x in alone["results"]]
+
+
+def test_real_embedder_a_question_about_someone_outside_the_filter_is_refused(tmp_path):
+    """Under Ana's tag, "What is Bob's bank PIN?" reached her own PIN and was answered with
+    it: Bob is no speaker there, so the attribution check had nothing to compare. The gate
+    now refuses a question about something of someone the visible memories never mention
+    (topic.unknown_names); the same question over the whole store is not refused for it."""
+    from synapse_cli.models.embedder import get_embedder
+
+    emb = get_embedder()
+    api.ingest([{"text": "Ana's bank PIN is 4417, don't tell anyone", "speaker": "Ana",
+                 "timestamp": "2026-03-01T09:00:00Z", "tags": ["user:ana"]},
+                {"text": "I moved to Lisbon last spring", "speaker": "Ana",
+                 "timestamp": "2026-03-02T09:00:00Z", "tags": ["user:ana"]},
+                {"text": "my bank PIN is 9021", "speaker": "Bob",
+                 "timestamp": "2026-03-03T09:00:00Z", "tags": ["user:bob"]}],
+               store=str(tmp_path / "st"), embedder=emb)
+    q = "What is Bob's bank PIN?"
+    out = _recall(tmp_path / "st", q, emb, tags=("user:ana",))
+    assert out["rejected"] and out["topic"] == {"unknown": ["bob"]} and out["results"] == []
+    assert not _recall(tmp_path / "st", "What is Ana's bank PIN?", emb,
+                       tags=("user:ana",))["rejected"]
+    whole = _recall(tmp_path / "st", q, emb)
+    assert whole.get("topic") is None
+    assert any("9021" in r["text"] for r in whole["results"])

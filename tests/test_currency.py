@@ -180,6 +180,22 @@ def test_an_identifier_the_store_never_mentions_is_refused(store):
     assert out["rejected"] and out["topic"] == {"unknown": ["inc", "415"]}
 
 
+def test_an_owner_the_store_never_mentions_is_unknown(store):
+    from synapse_cli.engine.recall import bm25_open
+    from synapse_cli.engine.recall.topic import unknown_names
+
+    with Store.open(store) as s:
+        index = bm25_open(s, graphview.build(s).cache)
+        assert unknown_names("When is Mei's standup?", index) == ["mei"]
+        assert unknown_names("When is Priya's standup?", index) == []   # a speaker is known
+        assert unknown_names("When is Jonah’s team standup?", index) == []
+        # only an owner counts: the memories that answer need not name the rest
+        assert unknown_names("Which Slack channel has the standup link?", index) == []
+        assert unknown_names("Where does Mei live?", index) == []
+    out, _ = _texts(store, "When is Mei's team standup?")
+    assert out["rejected"] and out["topic"] == {"unknown": ["mei"]}
+
+
 def test_a_question_for_a_value_needs_a_memory_on_its_topic_that_states_one():
     from synapse_cli.engine.recall.topic import missing_value
 

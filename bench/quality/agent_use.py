@@ -13,7 +13,8 @@ turn id) every line is ingested through the engine API into its own fresh tempor
 once and the same vector handed to `recall()` (k=10, gate on) for each mode, with "now" one day
 after the last turn.  Scores (bench/quality/agent_use/README.md): current_first over "changed" questions,
 top3 / top10 over the answerable ones (changed, two_hop, single), never_rejected and
-false_refusals, and as_of_top1 (recall restricted to the time of an earlier state).  Reported per
+false_refusals, and as_of_top1 (recall restricted to the time of an earlier state); with --shared
+tagged also other_users_questions_rejected (other_users).  Reported per
 half: tune = personal_assistant + team_chat, tune2 = caregiving + dev_assistant (tuned on since
 2026-11-27), tune3 = wedding_planning + sports_club (since 2026-11-29), tune4 =
 home_renovation + restaurant_staff (written and measured before tuning on 2026-11-29, tuned on
@@ -174,6 +175,26 @@ def stored(stores: str | None, name: str, consolidate: bool) -> tuple[Path | Non
     built = json.loads(meta.read_text())
     built["lines_of"] = {int(k): v for k, v in built["lines_of"].items()}
     return path, built
+
+
+def other_users(store, arrays, cfg, now_ms: int, name: str, names: list[str], embedder,
+                qvec_of: dict) -> list[bool]:
+    """--shared tagged: every question of the other conversations, recalled under `name`'s tag
+    (`cfg`, synapse mode): whether each was rejected. Nothing under that tag answers another
+    user's question (its gold turns carry the other user's tag), so each should be: hard
+    negatives about people and things this user's memories never mention, or mention as
+    something else. `qvec_of`: question vectors per conversation, filled on first use."""
+    out = []
+    for other in names:
+        if other == name:
+            continue
+        qs = json.loads((DATA / f"{other}.questions.json").read_text())
+        if other not in qvec_of:
+            qvec_of[other] = embedder.encode([q["question"] for q in qs])
+        for q, qv in zip(qs, qvec_of[other]):
+            r = recall(store, q["question"], qv, cfg, arrays, now_ms=now_ms, embed=embedder.encode)
+            out.append(bool(r["rejected"]))
+    return out
 
 
 def refused_by(r: dict) -> str | None:
@@ -337,6 +358,7 @@ def run(args) -> dict:
     data, per_conv, by_half = {}, {}, defaultdict(lambda: defaultdict(list))
     failures = defaultdict(list)
     shared_tmp = shared = None
+    cross, qvec_of = defaultdict(list), {}  # --shared tagged: other users' questions
     if args.shared:
         shared_tmp = tempfile.TemporaryDirectory(prefix="synapse-agent-use-shared-")
         shared_path = Path(shared_tmp.name) / "store"
@@ -383,6 +405,9 @@ def run(args) -> dict:
                     # the fresh half's failures are not printed: nobody reads them to tune
                     if mode == "synapse" and HALF_OF[name] != "fresh" and (f := failure(q, rec)):
                         failures[mode].append({"conversation": name, **f})
+                if args.shared == "tagged" and mode == "synapse":
+                    cross[HALF_OF[name]] += other_users(store, arrays, cfg, built["now_ms"],
+                                                        name, names, embedder, qvec_of)
                 per_conv[name][mode] = metrics(recs)
                 by_half[HALF_OF[name]][mode] += recs
                 m = per_conv[name][mode]
@@ -410,7 +435,9 @@ def run(args) -> dict:
             "consolidated": args.consolidate, "shared": args.shared, "as_of_field": args.as_of_field,
             "targets": {k: f"{op} {b}" for k, (op, b) in TARGETS.items()},
             "data": data, "results": results, "per_conversation": per_conv,
-            "failures": dict(failures), **({"verify": verify_info} if verify_info else {})}
+            "failures": dict(failures), **({"verify": verify_info} if verify_info else {}),
+            **({"other_users_questions_rejected": {h: share(v) for h, v in cross.items()}}
+               if cross else {})}
 
 
 def main():

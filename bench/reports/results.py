@@ -276,6 +276,11 @@ def agent_section(a: dict, cons: dict | None, shared: list[dict]) -> list[str]:
         L += [f"{shared_label(run).capitalize()}: `{run['command']}`, {run['seconds']} s "
               "(every conversation in one store; \"now\" one day after the last turn of all).",
               ""]
+        if other := run.get("other_users_questions_rejected"):
+            L += [f"{shared_label(run).capitalize()}, every other conversation's questions "
+                  "asked under each conversation's tag (none of its memories answers them), "
+                  "share refused: " + ", ".join(f"{HALVES.get(h, h)} {v['share']} (n {v['n']})"
+                                                for h, v in other.items()) + ".", ""]
     return L
 
 

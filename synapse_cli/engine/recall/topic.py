@@ -10,7 +10,8 @@ store that says "rescue dog"), so a word the store does not use still counts as 
 when its embedding is close to one of the top memories (`topic_sim`, the one threshold:
 "pet" to "adopting a rescue dog" is 0.25). An
 identifier with digits that the store never mentions ("INC-415") is refused whatever else the
-question shares with the store. It cannot
+question shares with the store, and so is a question about something of someone the store never
+mentions ("What is Bob's bank PIN?" where only Ana's memories can be seen). It cannot
 refuse a question whose words the store uses for something else ("What breed is the cat?" in a
 store that mentions cats). A question that asks for a kind of answer (a phone number, a price,
 a time of day, a date, a version, a name, a number: answer_kind) is refused when none of the
@@ -39,6 +40,11 @@ attributes trait traits
 """.split())
 _IDENT = re.compile(r"\b[A-Za-z]+[-_.]?\d[\w.-]*")  # INC-412, v2, pr1234
 _NAME = re.compile(r"(?<=\s)([A-Z][\w'’-]*)")  # capitalised after the first word
+# whose the question asks about: an owner ("Bob's PIN", "Dana's dentist"). Not every name of a
+# question: the memories that answer "Which Slack channel do alerts go to?" need not say
+# "Slack", nor those for "Where does Tomás live?" his name (a subject after the verb: an
+# answerable held-out question refused, bench/quality/agent_use.py)
+_OWNER = re.compile(r"(?<=\s)([A-Z][\w-]*)['’]s\b")
 
 
 def topic_words(query: str, tokenize=tokenize) -> list[str]:
@@ -72,7 +78,8 @@ def unknown_topic(query: str, index, embed=None, memories=None,
                   min_sim: float = 0.2, within=None) -> list[str] | None:
     """The topic words of `query` when the store knows none of them (then the gate says "no
     record"), or the words of an identifier the store never mentions (unknown_identifiers),
-    else None. A query without topic words is never refused here.
+    or the owners it names that the store never mentions (unknown_names), else None. A query
+    without topic words is refused here only for those.
 
     With `embed` (texts -> unit vectors) and `memories` (a function returning the unit vectors
     of the best candidates, called only when the words are unknown),
@@ -88,10 +95,25 @@ def unknown_topic(query: str, index, embed=None, memories=None,
     ids = unknown_identifiers(query, index, within)
     if ids:
         return ids
-    if not words or any(index.knows(w, within) for w in words) \
-            or _near(words, embed, memories, min_sim):
-        return None
-    return words
+    if words and not any(index.knows(w, within) for w in words) \
+            and not _near(words, embed, memories, min_sim):
+        return words
+    return unknown_names(query, index, within) or None
+
+
+def unknown_names(query: str, index, within=None) -> list[str]:
+    """The owners named in `query` ("Bob's", _OWNER; not stopwords, days or months) that the
+    store never mentions in any form: the question asks about something of theirs, so when no
+    memory mentions them, none is about it. "What is Bob's bank PIN?" under Ana's tag, whose
+    memories say "Ana's bank PIN is 4417", was answered with her PIN. `within`: as in
+    unknown_identifiers."""
+    out = []
+    for m in _OWNER.finditer(query.strip()):
+        for t in index.tokenize(m.group(1))[:1]:
+            if len(t) > 1 and not t.isdigit() and t not in _STOP and t not in _DAYS \
+                    and t not in _MONTHS and t not in out and not index.knows(t, within):
+                out.append(t)
+    return out
 
 
 def uncovered_topic(query: str, index, texts: list[str | None], embed=None, memories=None,
