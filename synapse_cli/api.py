@@ -538,9 +538,12 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
             return write(s, out if out is not None else sys.stdout.buffer)
     path = _export_path(out)
     if path is None:  # a FIFO or a device (/dev/stdout): written straight into, like a stream
-        with open(out, "wb") as f, Store.open(resolve_store(store),
-                                              derived=not skip_damaged) as s:
-            return write(s, f)
+        try:
+            with open(out, "wb") as f, Store.open(resolve_store(store),
+                                                  derived=not skip_damaged) as s:
+                return write(s, f)
+        except OSError as exc:
+            raise _export_write_error(exc, out, "") or exc from None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
     def attempt(s):  # mode 0600 like the store's own files: it holds every memory
@@ -554,17 +557,21 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        if exc.filename is None and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-            # the write into the export (a full disk): name the file
-            from store_format.errors import StoreIOError
-
-            raise StoreIOError(f"writing the export: {exc.strerror or exc}; nothing was "
-                               "written there", str(out)) from None
-        raise
+        raise _export_write_error(exc, out, "; nothing was written there") or exc from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return counts
+
+
+def _export_write_error(exc: OSError, out, outcome: str):
+    """A StoreIOError naming `out` for a write into the export that the disk refused (full,
+    too big, over quota: the OS names no file then), else None."""
+    if exc.filename is None and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        from store_format.errors import StoreIOError
+
+        return StoreIOError(f"writing the export: {exc.strerror or exc}{outcome}", str(out))
+    return None
 
 
 def _export_path(out) -> Path | None:

@@ -109,6 +109,15 @@ def test_unknown_store_exits_66(tmp_path):
     assert os.listdir(empty) == []  # not even a LOCK file
 
 
+def test_a_store_that_cannot_be_created_is_named_without_errno_noise(tmp_path):
+    # "[Errno 20] Not a directory: '...'" (a hostile pass): the path, then what the OS said
+    (tmp_path / "file").write_text("")
+    where = tmp_path / "file" / "store"
+    r = subprocess.run([str(SYNAPSE), "--store", str(where), "ingest"], input='{"text": "x"}\n',
+                       capture_output=True, text=True, timeout=120, env=cli_env())
+    assert assert_clean_failure(r, 74)[0] == f"synapse: error: {where}: Not a directory"
+
+
 @pytest.mark.parametrize("args", [["inspect", "record", "999"], ["mark", "999", "--pin"],
                                   ["prune", "--id", "999", "--yes"],
                                   ["prune", "--restore", "999", "--yes"]])

@@ -225,6 +225,8 @@ def test_file_paths_links_marks_and_empty_flags(tmp_path, monkeypatch):
     with pytest.raises(cf.ConfigError, match="--model is empty") as e:
         cf.resolve({"extraction.model": ""}, path=tmp_path / "none.toml", environ={})
     assert e.value.usage
+    with pytest.raises(cf.ConfigError, match="--embedder is empty"):  # not the current directory
+        cf.resolve({"embedding.embed_model_dir": ""}, path=tmp_path / "none.toml", environ={})
     # an empty --goal is still how one run switches a configured goal off
     goal = _write(tmp_path, "[gating]\ngoal = \"payments\"\n")
     assert cf.resolve({"gating.goal": ""}, path=goal, environ={})["gating.goal"] is None

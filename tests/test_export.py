@@ -668,6 +668,14 @@ def test_export_cut_short_by_the_disk_names_its_file(built, tmp_path):
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
 
 
+def test_export_into_a_full_device_names_it(built):
+    # `--out /dev/full` was "[Errno 28] No space left on device", naming no file (a hostile pass)
+    r = subprocess.run([str(SYNAPSE), "export", "--out", "/dev/full"], capture_output=True,
+                       text=True, env=cli_env(built[0]), timeout=120)
+    line = assert_clean_failure(r, 74)[0]
+    assert "/dev/full" in line and "writing the export" in line
+
+
 def test_only_a_full_disk_is_called_a_failed_write_of_the_export(built, tmp_path, monkeypatch):
     # an unnamed I/O error while the store is read is not "writing the export" (a review)
     import errno

@@ -86,6 +86,15 @@ def code_for(exc: BaseException) -> int:
     return INTERNAL
 
 
+def message_for(exc: BaseException) -> str:
+    """The error line's text: the exception's own, but for an OSError raised outside the
+    store layer, "FILE: what the OS said" rather than Python's "[Errno 2] ...: 'FILE'"."""
+    if type(exc) in (OSError, FileNotFoundError, PermissionError, FileExistsError,
+                     NotADirectoryError, IsADirectoryError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)
+
+
 def out_of_memory(exc: BaseException) -> bool:
     """MemoryError (numpy's too), or a thread the system would not start (`ulimit -v`)."""
     return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError)

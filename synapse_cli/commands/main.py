@@ -200,6 +200,6 @@ def run(argv: list[str] | None = None) -> None:
             output.error(f"out of memory{': ' + str(exc) if str(exc) else ''}",
                          exits.hint_for(exc))
         else:
-            output.error(str(exc), exits.hint_for(exc))
+            output.error(exits.message_for(exc), exits.hint_for(exc))
         sys.exit(code)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -303,9 +303,10 @@ def _check(s: Setting, value, where: str, usage: bool = False, base: Path | None
         raise ConfigError(f"{what}: expected {expected}", hint=f"{s.name}: {s.help}", usage=usage)
 
     t = s.type
-    if usage and value == "" and s.key in ("model", "cue_model"):
-        # `--model "$MODEL"` with MODEL unset must not mean the packaged model (an empty
-        # --goal still switches a configured goal off for one run)
+    if usage and value == "" and s.key in ("model", "cue_model", "embed_model_dir"):
+        # `--model "$MODEL"` with MODEL unset must not mean the packaged model, nor an empty
+        # `--embedder` the current directory (an empty --goal still switches a configured
+        # goal off for one run)
         raise ConfigError(f"{where} is empty", usage=True, hint=f"{s.name}: {s.help}")
     if s.default is None and value in (None, ""):
         return None  # an optional string left empty: not set
