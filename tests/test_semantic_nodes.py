@@ -167,6 +167,29 @@ def test_demo_maya_node_fake_extractor(tmp_path, embedder):
     _check_maya(path)
 
 
+def test_a_new_node_is_stamped_with_the_newest_episode_that_names_it(tmp_path, embedder):
+    """Not with the newest episode of its window: "Lago di Braies", named only by the 2nd
+    line (18:06) of a window that ends at 18:10, was stamped 18:10, so `--until 18:08` hid
+    a node whose every link is inside the window (a hostile pass)."""
+    from synapse_cli import api
+
+    path = tmp_path / "st"
+    _demo_store(path, embedder, FakeExtractor())
+    rid, body = _nodes(path)["Lago di Braies"]
+    with Store.open(path) as s:
+        stamp = {int(r): int(s.header(int(r)).timestamp_ms) for r in s.ids}
+        g = s.graph()
+        at = list(map(int, g.node_ids)).index(rid)
+        linked = [int(g.node_ids[j]) for j in g.indices[g.indptr[at]:g.indptr[at + 1]]]
+    assert stamp[rid] == max(stamp[int(r)] for r in body["sources"])
+    session = max(t for r, t in stamp.items() if r <= 5)  # the window: the first 5 lines
+    until = max(stamp[r] for r in linked)  # every record it links (a related node too)
+    assert until < session
+    out = api.recall("Lago di Braies", store=path, mode="vector", types=["semantic"],
+                     gate=False, touch=False, until_ms=until, embedder=embedder)
+    assert rid in [r["id"] for r in out["results"]]
+
+
 def _sister_question_routes(path: Path) -> list[list[int]]:
     """`recall --explain`'s routes through semantic nodes to the line with the result."""
     from synapse_cli import api

@@ -113,6 +113,7 @@ class Window:
     # The own tags (ingest_index.own_tags) every episode of the window carries: the tags of
     # the nodes it makes (FORMAT.md 13.3)
     tags: frozenset = frozenset()
+    times: list[int] = field(default_factory=list)  # of each episode, as `ids`
 
 
 @dataclass
@@ -175,7 +176,8 @@ def _window(chunk: list[tuple[int, int, dict]]) -> Window:
     source = chunk[0][2].get("source")
     document = all(b.get("source") == source and not b.get("session") for _, _, b in chunk)
     return Window([r for _, r, _ in chunk], texts, max(t for t, _, _ in chunk),
-                  source if source and document else None, _own_tags(chunk[0][2]))
+                  source if source and document else None, _own_tags(chunk[0][2]),
+                  [t for t, _, _ in chunk])
 
 
 def _own_tags(body: dict) -> frozenset:
@@ -495,12 +497,19 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
                  for src, wt in docs.links(win, text, cfg.abstraction_weight)]
     missing = list(dict.fromkeys(src for _, src, _ in doc_links
                                  if nodes.document(src) is None))
+    # A new node is stamped with the newest episode that links it, not the window's newest:
+    # a time filter keeps a node only when its stamp and every record it links are inside
+    # (RecallArrays.reaching_outside), so the window's stamp hid a node about episode 2 from
+    # `--until` episode 3.
+    time_of = dict(zip(win.ids, win.times))
     made = [doclinks.node_text(src, docs.first_chunk.get(src, "")) for src in missing]
     for src, (text, desc), v in zip(missing, made, embedder.encode([t for t, _ in made])
                                     if made else []):
         body = {"name": src, "etype": doclinks.DOCUMENT_TYPE, "desc": desc, "sources": [],
                 "relations": []}
-        pending.append((NewMemory(text=text, vector=v, timestamp_ms=win.timestamp_ms,
+        when = max((time_of[ep] for ep, s, _ in doc_links if s == src and ep in time_of),
+                   default=win.timestamp_ms)
+        pending.append((NewMemory(text=text, vector=v, timestamp_ms=when,
                                   memory_type=fl.MemoryType.SEMANTIC, resolved=True, meta={}),
                         nodes.add(0, body, v)))
         res.document_nodes += 1
@@ -532,7 +541,8 @@ def _process_window(w: StoreWriter, win: Window, extractor, embedder, cache: Ext
         else:
             body = dict(b0, sources=list(eps), **({"tags": sorted(win.tags)} if win.tags else {}))
             hit = nodes.add(0, body, v)  # id assigned at append
-            pending.append((NewMemory(text="", vector=v, timestamp_ms=win.timestamp_ms,
+            when = max((time_of[ep] for ep in eps if ep in time_of), default=win.timestamp_ms)
+            pending.append((NewMemory(text="", vector=v, timestamp_ms=when,
                                       memory_type=fl.MemoryType.SEMANTIC, resolved=True,
                                       tags=sorted(win.tags), meta={}), hit))
             res.nodes_created += 1
