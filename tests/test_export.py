@@ -197,6 +197,18 @@ def _corrupt(lines: list[str], how: str) -> tuple[str, int]:
         r = json.loads(lines[30])
         r["text"] = "a\u0000b"
         return "\n".join(lines[:30] + [json.dumps(r)] + lines[31:]) + "\n", 31
+    # a tag that looks like another (import took what ingest refuses: a hostile pass), a
+    # speaker its tags do not carry (`--tag speaker:Zed` then missed it), a field export never
+    # writes (dropped without a word)
+    if how in ("lookalike_tag", "speaker_untagged", "unknown_field"):
+        r = json.loads(lines[30])
+        if how == "lookalike_tag":
+            r["tags"] = [*r["tags"], "user:ana\u200b"]
+        elif how == "speaker_untagged":
+            r["speaker"] = "Zed"
+        else:
+            r["colour"] = "blue"
+        return "\n".join(lines[:30] + [json.dumps(r)] + lines[31:]) + "\n", 31
     if how == "duplicate_key":
         return "\n".join(lines[:30] + [lines[30][:-1] + ', "text": "second"}'] + lines[31:]) \
             + "\n", 31
@@ -217,7 +229,8 @@ def _corrupt(lines: list[str], how: str) -> tuple[str, int]:
 
 @pytest.mark.parametrize("how", ["cut_mid_line", "cut_at_line", "bad_json", "no_header",
                                  "bad_field", "nul_text", "duplicate_key", "version_true",
-                                 "last_id", "edge_to_nowhere"])
+                                 "last_id", "edge_to_nowhere", "lookalike_tag",
+                                 "speaker_untagged", "unknown_field"])
 def test_import_refuses_a_damaged_export_naming_the_line(built, tmp_path, how):
     text, line = _corrupt(Path(built[1]).read_text().splitlines(), how)
     bad = tmp_path / "bad.jsonl"

@@ -274,6 +274,7 @@ def _check_record(r: dict, n: int, prev_id: int) -> None:
         _want(_opt_str(r.get(key)), n, f"{key} must be a non-empty string or null")
     _want(isinstance(r.get("tags"), list) and all(isinstance(t, str) for t in r["tags"]), n,
           "tags must be a list of strings")
+    _check_tags(r, n)
     _want(r.get("meta") is None or isinstance(r["meta"], dict), n, "meta must be an object "
                                                                     "or null")
     flags = r.get("flags")
@@ -315,6 +316,38 @@ def _check_record(r: dict, n: int, prev_id: int) -> None:
                         and _int(d.get("recall_seen"), 0, 2**32 - 1)
                         and isinstance(d.get("archived"), bool)), n,
           "dormancy must be {\"low_windows\", \"recall_seen\", \"archived\"}")
+
+
+RECORD_KEYS = frozenset(("kind", "id", "type", "text", "timestamp_ms", "speaker", "session",
+                         "source", "tags", "meta", "flags", "importance", "valence", "arousal",
+                         "storage_strength", "recall_count", "node", "extra", "spikes",
+                         "dormancy"))
+
+
+def _check_tags(r: dict, n: int) -> None:
+    """What ingest refuses in a tag, import refuses too (an invisible character: `user:ana`
+    and `user:ana` + U+200B look alike and are two users; an empty or overlong tag), and the
+    speaker:, session: and source: tags must be the ones the record's fields give, as ingest
+    sets them: a record of speaker Ana without `speaker:Ana` escaped `--tag speaker:Ana`.
+    A field of a record line that export never writes is refused, not dropped."""
+    from store_format.tags import normalize_tag
+
+    from .inputs import MAX_TAG, RESERVED_TAG_PREFIXES, invisible_char
+
+    unknown = set(r) - RECORD_KEYS
+    _want(not unknown, n, f"unknown field(s) {', '.join(sorted(unknown))}")
+    for tag in r["tags"]:
+        bad = invisible_char(tag)
+        _want(not bad, n, f"tag {tag!r} holds an invisible character ({bad})")
+        _want(bool(normalize_tag(tag)) and len(tag) <= MAX_TAG, n,
+              f"tags must be non-empty and at most {MAX_TAG} characters")
+    reserved = {normalize_tag(t) for t in r["tags"]
+                if normalize_tag(t).startswith(RESERVED_TAG_PREFIXES)}
+    given = {normalize_tag(f"{k}:{r[k]}") for k in ("speaker", "session", "source")
+             if isinstance(r.get(k), str)}
+    _want(reserved == given, n, "the speaker:, session: and source: tags must be those of its "
+                                "speaker, session and source fields ("
+                                + (", ".join(sorted(given)) or "none") + ")")
 
 
 def parse_export(lines: Iterable[bytes], where: str = "-") -> Parsed:
