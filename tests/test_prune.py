@@ -32,8 +32,8 @@ from synapse_cli.engine.maintenance.verify import verify
 from synapse_cli.models.bm25 import BM25Index
 from synapse_cli.models.fake import FakeEmbedder
 
-from conftest import (SYNAPSE, Mem, build_store, cli_env, dir_digest, run_cli, segment_limit,
-                      spawn_python, start_cli)
+from conftest import (SYNAPSE, Mem, assert_clean_failure, build_store, cli_env, dir_digest,
+                      run_cli, segment_limit, spawn_python, start_cli)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakes_extractor import FakeExtractor  # noqa: E402
@@ -256,6 +256,10 @@ def test_mark_pin_resolve(policy_store):
     r = run_cli(["mark", str(rid), "999999", "--pin"], p)  # unknown id: nothing changes
     assert r.returncode == 65 and "999999" in r.stderr
     assert run_cli(["mark", str(rid)], p).returncode == 2
+    # contradicting flags: the last one given silently won (a hostile pass)
+    for a, b in (("--pin", "--unpin"), ("--unresolve", "--resolve")):
+        r = run_cli(["mark", str(rid), a, b], p)
+        assert "contradict" in assert_clean_failure(r, 2)[0]
     assert dir_digest(p) == before
     # --restore-dormant: an archived node comes back into the active graph (FORMAT.md 16)
     node = ids["node_orphan"]

@@ -2,7 +2,7 @@
 bring dormant semantic nodes back into the active graph (FORMAT.md 16)."""
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
 import typer
 
@@ -18,10 +18,12 @@ def register(app: typer.Typer) -> None:
 def mark(
     ids: List[int] = typer.Argument(..., metavar="ID...", min=1, max=2**64 - 1,
                                     help="Record ids to mark."),
-    pin: Optional[bool] = typer.Option(
-        None, "--pin/--unpin", help="Pinned records never decay and are never pruned."),
-    resolve: Optional[bool] = typer.Option(
-        None, "--resolve/--unresolve",
+    pin: bool = typer.Option(False, "--pin",
+                             help="Pinned records never decay and are never pruned."),
+    unpin: bool = typer.Option(False, "--unpin", help="Undo --pin."),
+    resolve: bool = typer.Option(False, "--resolve", help="Undo --unresolve."),
+    unresolve: bool = typer.Option(
+        False, "--unresolve",
         help="Unresolved records (open tasks) do not decay and are pruned only by id."),
     restore_dormant: bool = typer.Option(
         False, "--restore-dormant",
@@ -40,6 +42,13 @@ def mark(
     from ..engine.maintenance import prune as pr
     from ..engine.store import StoreWriter
 
+    # two flags, not a --pin/--unpin pair: with a pair the last one given silently won
+    for yes, no, name in ((pin, unpin, "pin"), (resolve, unresolve, "resolve")):
+        if yes and no:
+            raise UserError(f"--{name} and --un{name} contradict each other: give one",
+                            code=USAGE)
+    pin = True if pin else False if unpin else None
+    resolve = True if resolve else False if unresolve else None
     if pin is None and resolve is None and not restore_dormant:
         raise UserError("nothing to mark: give --pin/--unpin, --resolve/--unresolve or "
                         "--restore-dormant", code=USAGE)
