@@ -40,10 +40,10 @@ attributes trait traits
 """.split())
 _IDENT = re.compile(r"\b[A-Za-z]+[-_.]?\d[\w.-]*")  # INC-412, v2, pr1234
 _NAME = re.compile(r"(?<=\s)([A-Z][\w'’-]*)")  # capitalised after the first word
-# whose the question asks about: an owner ("Bob's PIN", "Dana's dentist"). Not every name of a
-# question: the memories that answer "Which Slack channel do alerts go to?" need not say
-# "Slack", nor those for "Where does Tomás live?" his name (a subject after the verb: an
-# answerable held-out question refused, bench/quality/agent_use.py)
+# whose the question asks about: an owner ("Bob's PIN", "Dana's dentist"). Not every name: the
+# memories that answer "Which Slack channel do alerts go to?" need not say "Slack", and counting
+# a name after the verb too ("where does X live") refused an answerable question of the
+# held-out agent-use chats (bench/quality/agent_use.py)
 _OWNER = re.compile(r"(?<=\s)([A-Z][\w-]*)['’]s\b")
 
 
