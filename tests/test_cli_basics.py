@@ -84,6 +84,15 @@ def test_usage_errors_exit_2(small_store):
         assert_clean_failure(r, 2)  # one `synapse: error:` line and a hint, as every error
 
 
+def test_a_usage_hint_names_the_command_whose_option_it_is(small_store):
+    # `synapse recall "-k"` said "Option '-k' requires an argument" and pointed to
+    # `synapse --help` (a hostile pass): click blames the group for it
+    for args, where in ((["recall", "-k"], "synapse recall"), (["--bogus"], "synapse"),
+                        (["inspect", "verify", "--bogus"], "synapse inspect verify")):
+        lines = assert_clean_failure(run_cli(args, small_store.path), 2)
+        assert lines[1] == f"hint: `{where} --help` shows the usage", (args, lines)
+
+
 def test_a_file_name_that_is_not_utf8_is_ingested_and_acknowledged(tmp_path):
     name = tmp_path / "f\udcff.ndjson"  # the byte 0xff in the name
     name.write_text('{"text": "odd name"}\n')

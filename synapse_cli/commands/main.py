@@ -152,6 +152,16 @@ def _not_utf8(argv: list[str]) -> str | None:
     return None
 
 
+def _command_of(where: str, args: list[str]) -> str:
+    """The command whose usage a click error is about: `where` (the context click gives), or
+    `synapse COMMAND` when click blames the group for a subcommand's option (`synapse recall
+    "-k"`: "Option '-k' requires an argument" came with the hint `synapse --help`)."""
+    if where != "synapse":
+        return where
+    names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    return next((f"synapse {a}" for a in args if a in names), where)
+
+
 def run(argv: list[str] | None = None) -> None:
     """Entry point: run the app and turn every outcome into an exit code."""
     _fill_closed_std_fds()
@@ -179,6 +189,7 @@ def run(argv: list[str] | None = None) -> None:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "synapse"
+        where = _command_of(where, sys.argv[1:] if argv is None else argv)
         output.error(" ".join(message.split()), f"`{where} --help` shows the usage")
         code = getattr(exc, "exit_code", exits.USAGE)  # a UsageError's is 2 (exits.USAGE)
         sys.exit(code if isinstance(code, int) and code > 0 else exits.USAGE)
