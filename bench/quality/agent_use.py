@@ -183,15 +183,16 @@ def other_users(store, arrays, cfg, now_ms: int, name: str, names: list[str], em
     (`cfg`, synapse mode): whether each was rejected. Nothing under that tag answers another
     user's question (its gold turns carry the other user's tag), so each should be: hard
     negatives about people and things this user's memories never mention, or mention as
-    something else. `qvec_of`: question vectors per conversation, filled on first use."""
+    something else. `qvec_of`: (questions, their vectors) per conversation, filled on first
+    use."""
     out = []
     for other in names:
         if other == name:
             continue
-        qs = json.loads((DATA / f"{other}.questions.json").read_text())
         if other not in qvec_of:
-            qvec_of[other] = embedder.encode([q["question"] for q in qs])
-        for q, qv in zip(qs, qvec_of[other]):
+            qs = json.loads((DATA / f"{other}.questions.json").read_text())
+            qvec_of[other] = qs, embedder.encode([q["question"] for q in qs])
+        for q, qv in zip(*qvec_of[other]):
             r = recall(store, q["question"], qv, cfg, arrays, now_ms=now_ms, embed=embedder.encode)
             out.append(bool(r["rejected"]))
     return out

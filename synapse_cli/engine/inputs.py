@@ -195,7 +195,10 @@ def invisible_char(tag: str) -> str | None:
     return None
 
 
-def check_tag(tag: str, where: str) -> None:
+def check_tag(tag: str, where: str, reserved: bool = False) -> None:
+    """InputError unless `tag` is a string that is not empty, holds no invisible character,
+    is at most MAX_TAG long and, unless `reserved` (import: an export holds the tags ingest
+    derived), does not start with speaker:, session: or source:."""
     from store_format.tags import normalize_tag
 
     norm = normalize_tag(_text(tag, where, "tags"))
@@ -206,7 +209,7 @@ def check_tag(tag: str, where: str) -> None:
                                 "that looks like another must not be another")
     if len(tag) > MAX_TAG:
         raise InputError(where, f"a tag is longer than {MAX_TAG} characters")
-    if norm.startswith(RESERVED_TAG_PREFIXES):
+    if not reserved and norm.startswith(RESERVED_TAG_PREFIXES):
         raise InputError(where, f"tag {tag!r} is reserved: ingest sets the speaker:, session: "
                                 "and source: tags from the `speaker`, `session` and `source` "
                                 "fields")

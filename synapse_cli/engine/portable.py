@@ -332,17 +332,16 @@ def _check_tags(r: dict, n: int) -> None:
     A field of a record line that export never writes is refused, not dropped."""
     from store_format.tags import normalize_tag
 
-    from .inputs import MAX_TAG, RESERVED_TAG_PREFIXES, invisible_char
+    from .inputs import RESERVED_TAG_PREFIXES, check_tag
 
     unknown = set(r) - RECORD_KEYS
     _want(not unknown, n, f"unknown field(s) {', '.join(sorted(unknown))}")
     for tag in r["tags"]:
-        bad = invisible_char(tag)
-        _want(not bad, n, f"tag {tag!r} holds an invisible character ({bad})")
-        _want(bool(normalize_tag(tag)) and len(tag) <= MAX_TAG, n,
-              f"tags must be non-empty and at most {MAX_TAG} characters")
-    reserved = {normalize_tag(t) for t in r["tags"]
-                if normalize_tag(t).startswith(RESERVED_TAG_PREFIXES)}
+        try:
+            check_tag(tag, f"line {n}", reserved=True)
+        except InputError as exc:
+            _want(False, n, exc.reason)
+    reserved = {t for t in map(normalize_tag, r["tags"]) if t.startswith(RESERVED_TAG_PREFIXES)}
     given = {normalize_tag(f"{k}:{r[k]}") for k in ("speaker", "session", "source")
              if isinstance(r.get(k), str)}
     _want(reserved == given, n, "the speaker:, session: and source: tags must be those of its "

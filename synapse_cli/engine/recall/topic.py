@@ -24,7 +24,7 @@ import re
 
 from ...models.tokenize import tokenize
 from ...models.words import _DAYS, _MONTHS, _NOT_NOUN, _QUOTED, _STOP
-from .bridges import _POSSESSIVE, names_in
+from .bridges import _NOT_NAME, _POSSESSIVE, names_in
 
 # Words that say how a question asks, not what about (beyond the stopwords of models/words.py):
 # "When did Gina mention Shia Labeouf?", "What attributes describe John?", "the topic of
@@ -110,8 +110,8 @@ def unknown_names(query: str, index, within=None) -> list[str]:
     out = []
     for m in _OWNER.finditer(query.strip()):
         for t in index.tokenize(m.group(1))[:1]:
-            if len(t) > 1 and not t.isdigit() and t not in _STOP and t not in _DAYS \
-                    and t not in _MONTHS and t not in out and not index.knows(t, within):
+            if len(t) > 1 and not t.isdigit() and t not in _NOT_NAME and t not in out \
+                    and not index.knows(t, within):
                 out.append(t)
     return out
 
