@@ -58,7 +58,7 @@ def verify(store_dir, retries: int = 3) -> Report:
     record rewritten in place now points at a payload entry committed after the manifest we
     read, or a compaction deleted a file), it starts again, up to `retries` times."""
     for _ in range(retries):
-        report = _verify(store_dir)
+        report = _checked(store_dir)
         if report.ok or "manifest_generation" not in report.checked:
             return report
         try:
@@ -68,7 +68,20 @@ def verify(store_dir, retries: int = 3) -> Report:
         if now == report.checked["manifest_generation"] and not _maybe_mid_rewrite(report):
             return report
         time.sleep(0.05)
-    return _verify(store_dir)
+    return _checked(store_dir)
+
+
+def _checked(store_dir) -> Report:
+    """_verify, with a store file that vanished while it was read reported as a problem (not
+    an OSError, exit 74): only a compaction that committed after the manifest was read deletes
+    one, and verify's retry then sees the newer generation."""
+    report = Report(str(Path(store_dir)))
+    try:
+        return _verify(store_dir, report)
+    except FileNotFoundError as exc:
+        report.problems.append(Problem(Path(exc.filename or "?").name, None,
+                                       "FileNotFoundError", "the file vanished while read"))
+        return report
 
 
 def _maybe_mid_rewrite(report: Report) -> bool:
@@ -78,9 +91,8 @@ def _maybe_mid_rewrite(report: Report) -> bool:
     return any(p.kind == "ChecksumMismatch" and p.file.startswith("seg-") for p in report.problems)
 
 
-def _verify(store_dir) -> Report:
+def _verify(store_dir, report: Report) -> Report:
     store = Path(store_dir)
-    report = Report(str(store))
     try:
         m = mf.read_manifest(store, check_files=False)
         mf.check_entries(store)
