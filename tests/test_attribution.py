@@ -27,6 +27,11 @@ def test_questions_and_empty_texts_are_not_statements():
     assert not at.is_statement("Where was that taken? [shares a photo of a lake]")
     assert at.is_statement("Here it is! [shares a photo of a lake]")
     assert not at.is_statement("") and not at.is_statement(None)
+    assert not at.is_statement("Done?  [a photo] ") and at.is_statement("a [b] c? d]")
+    # long runs of spaces or brackets (read by hand now: the regex anchored at the end took
+    # seconds on them, a 60,000-space memory cost a recall 8 s)
+    assert at.is_statement("moved to 10:00" + " " * 60_000 + "x")
+    assert not at.is_statement("[" * 60_000 + "x?" + " " * 60_000)
 
 
 def test_margin_cases():
