@@ -126,9 +126,12 @@ def test_quiet_nodes_are_archived_and_recall_and_pagerank_skip_them(archived_sto
         src = np.repeat(np.arange(a.n), np.diff(a.indptr))
         assert not (a.dormant[src].any() or a.dormant[a.indices].any())  # out of the graph
     oslo = nodes["Oslo"]
-    hits = recall_ids(store, embedder, "Oslo", types=("semantic",))
-    assert oslo not in hits and nodes["Havana"] in recall_ids(store, embedder, "Havana",
-                                                              types=("semantic",))
+    # no mode returns an archived node (the scan leaves it out); synaptic once did
+    for mode in ("synapse", "synaptic", "ecphory", "vector", "hybrid"):
+        hits = recall_ids(store, embedder, "Oslo", types=("semantic",), mode=mode)
+        assert not set(hits) & {nodes[n] for n in archived}, mode
+        assert nodes["Havana"] in recall_ids(store, embedder, "Havana", types=("semantic",),
+                                             mode=mode), mode
     # `mark --restore-dormant` brings it back (one commit), and recall finds it again.
     r = run_cli(["mark", str(oslo), "--restore-dormant", "--json"], store)
     assert r.returncode == 0, r.stderr

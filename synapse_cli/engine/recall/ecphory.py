@@ -261,9 +261,6 @@ def recall(store, query: str, query_vec: np.ndarray, cfg, arrays, now_ms: int,
         cue_vec = cue_vec / max(float(np.linalg.norm(cue_vec)), 1e-12)
     rank_vec = cue_vec if rank_vec is None else rank_vec
     sim, decay, _ = scan_records(store, rank_vec, cfg, now_ms, arrays)
-    dormant = getattr(arrays, "dormant", None)
-    if dormant is not None and dormant.any():  # archived nodes (FORMAT.md 16), as in recall
-        sim[dormant] = -np.inf
     passed = np.isfinite(sim)
     semantic = arrays.semantic()
     chunk_ok = passed & ~semantic

@@ -13,8 +13,8 @@ from ..store import Store
 
 
 def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int, arrays):
-    """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned
-    or filtered out (tags exactly: engine/filters.py; with a time window, a semantic node also
+    """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned,
+    archived as dormant (out of the active graph, FORMAT.md 16) or filtered out (tags exactly: engine/filters.py; with a time window, a semantic node also
     when one of the records it links is outside it: RecallArrays.reaching_outside).
     `arrays` (RecallArrays): its cache keeps each segment's int8 vector norms from the first
     query of a snapshot, so later scans make one pass over each vector, not two (a vector
@@ -53,6 +53,8 @@ def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int, arrays):
         from ..filters import tag_mask
 
         sim[~tag_mask(store, cfg.tags, cache)] = -np.inf
+    if arrays.dormant.any():
+        sim[arrays.dormant] = -np.inf
     return sim, dec, imp
 
 

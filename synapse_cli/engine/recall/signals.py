@@ -130,8 +130,6 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
             bare_sim = scan_records(store, embed([bare])[0], cfg, now_ms, arrays)[0]
             w = np.float32(cfg.name_free_sim)
             sim = np.where(np.isfinite(sim), (1 - w) * sim + w * bare_sim, sim)
-    if arrays.dormant.any():  # archived nodes are out of the active graph (FORMAT.md 16)
-        sim[arrays.dormant] = -np.inf
     passed = np.isfinite(sim)
     bm25 = (_bm25(store, query, arrays, passed, cfg.until_ms,
                   cfg.variant_weight if cfg.mode == "synapse" else 0.0, tags=cfg.tags)
