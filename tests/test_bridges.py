@@ -46,6 +46,9 @@ def test_the_bridge_leaves_out_the_question_s_words_and_the_speakers():
                         lambda name: name == "Ruth") == "Fernbank Aspen Lodge"
     assert bridge_query([{"text": "ask Ruth"}], "Which home?", lambda name: name == "Ruth") \
         is None
+    # a name the question uses in its possessive is the question's word too
+    assert bridge_query(bodies, "Is Fernbank's room ready for Dad?",
+                        lambda name: name == "Ruth") == "Aspen Lodge"
 
 
 def _scores(path, **cfg) -> dict[str, float]:

@@ -90,6 +90,35 @@ def test_chatter_does_not_win_by_a_name(store):
     assert after[TURNS[3][2]] == score[TURNS[3][2]]        # a line with content loses nothing
 
 
+def test_versions_share_a_subject_name_in_any_form(tmp_path):
+    """The question's subject names are stemmed like the memories' words: "Lagos" is "lago"
+    on both sides, so two statements about the Lagos office are versions of one fact."""
+    from synapse_cli.engine.recall.currency import shared_words
+
+    turns = [("Ana", "2026-04-01T09:00:00Z", "our Lagos office is in Yaba"),
+             ("Ana", "2026-05-01T09:00:00Z", "Lagos moved to Ikoyi")]
+    path = ingest_chat(tmp_path / "st", turns, EMB)
+    with Store.open(path) as s:
+        arrays = graphview.build(s)
+        bodies = s.bodies(arrays.ids)
+        assert shared_words(s, arrays, bodies, "Where is the office in Lagos now?").all()
+
+
+def test_a_memory_that_only_asks_loses_lambda_question(tmp_path):
+    turns = [("Callum", "2026-04-09T09:00:00Z", "what's the GP's name again?"),
+             ("Ruth", "2026-04-09T09:01:00Z", "Dr Anand at the Bradfield Road surgery"),
+             ("Ruth", "2026-04-09T09:02:00Z", "it was lovely? [shares a photo of the garden]")]
+    path = ingest_chat(tmp_path / "st", turns, EMB)
+    q = "what's the GP's name at the surgery? it was lovely"
+    plain, _ = _texts(path, q, lambda_question=0.0, gate=False)
+    ranked, _ = _texts(path, q, gate=False)
+    before = {o["text"]: o["score"] for o in plain["results"]}
+    after = {o["text"]: o["score"] for o in ranked["results"]}
+    for asks in (turns[0][2], turns[2][2]):  # a trailing note is no sentence of its own
+        assert after[asks] == pytest.approx(before[asks] - 0.05)
+    assert after[turns[1][2]] == before[turns[1][2]]  # a statement loses nothing
+
+
 @pytest.mark.parametrize("query, words", [
     ("What is Dana's blood type?", ["blood", "type"]),
     ("What caused INC-412?", ["caused", "412"]),
@@ -176,6 +205,9 @@ def test_an_identifier_the_store_never_mentions_is_refused(store):
         index = bm25_open(s, graphview.build(s).cache)
         assert unknown_identifiers("What was the root cause of INC-415?", index) == ["inc", "415"]
         assert unknown_identifiers("Is the team standup at 10:00?", index) == []
+        # an identifier that is one token: its letters and digits together
+        assert unknown_identifiers("What changed in v3?", index) == ["v3"]
+        assert unknown_identifiers("Who reviewed pr1234?", index) == ["pr1234"]
     out, _ = _texts(store, "Why did the team standup move, see INC-415?")
     assert out["rejected"] and out["topic"] == {"unknown": ["inc", "415"]}
 
@@ -279,6 +311,9 @@ def test_each_kind_of_answer_needs_a_memory_that_states_one_of_that_kind():
         == "version"
     assert missing_value(postgres, ["Postgres on Heroku (essential-0)"], names=named) == "version"
     assert missing_value(postgres, ["staging db is on postgres 16 now"], names=named) is None
+    of = "Which version of Postgres does the staging database run?"  # "version of X" too
+    assert missing_value(of, ["regression run on staging: 212 passed"], names=named) == "version"
+    assert missing_value(of, ["staging db is on postgres 16 now"], names=named) is None
     # a nickname is shown by use ("Hey Jo"), not stated: no kind, never refused here
     assert missing_value("What nickname does Nate use for Joanna?", []) is None
 

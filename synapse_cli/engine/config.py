@@ -155,6 +155,9 @@ SETTINGS: tuple[Setting, ...] = (
     S("score", "decay", bool, True, "apply seed 004's header decay (false = ablation)", "recall"),
     S("score", "lambda_chatter", float, 0.2, "content prior: a memory of fewer than "
       "score.content_tokens words loses up to this much (ok, RIP, 👍); 0 = off", "recall", 0),
+    S("score", "lambda_question", float, 0.05, "a memory among the best score.version_depth "
+      "whose last sentence is a question (it asks, it states nothing) loses this much; 0 = off",
+      "recall", 0),
     S("score", "name_free_sim", float, 0.5, "share of the semantic similarity computed for "
       "the query with the store's speakers' names removed (ingest embeds 'speaker: text', so "
       "'Dana: yep' is close to any question naming Dana); 0 = the whole query only", "recall",

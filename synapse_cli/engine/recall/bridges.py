@@ -42,7 +42,7 @@ def names_in(text: str | None) -> list[str]:
 def bridge_query(bodies: list[dict], query: str, is_speaker) -> str | None:
     """The names of `bodies` that the question does not use and that are no speaker's
     (`is_speaker(name)`), as one query string; None when there are none."""
-    asked = {w.casefold() for w in re.findall(r"[\w'’-]+", query)}
+    asked = {_POSSESSIVE.sub("", w).casefold() for w in re.findall(r"[\w'’-]+", query)}
     names: list[str] = []
     for body in bodies:
         for name in names_in(body.get("text")):

@@ -1,10 +1,12 @@
 """Memory that stays true: the current version of a fact first, chatter last (issue 17).
 
-Five adjustments of the default mode's fused score, all applied before the gate:
+Six adjustments of the default mode's fused score, all applied before the gate:
 - *content prior*: a turn of one or two words ("ok", "RIP", "👍") scores high against any
   question that names its speaker, because ingest embeds "speaker: text"; it loses
   `lambda_chatter` x (1 - tokens / `content_tokens`) (tokens: its BM25 document length, the
-  speaker included), so it never outranks a statement because of a name.
+  speaker included), so it never outranks a statement because of a name. A turn that only
+  asks ("what's the GP's name again?") is worded like the question and states nothing: among
+  the best `version_depth` it loses `lambda_question`, so the reply that answers it can rise.
 - *supersession*: when the question asks for the current state of one fact (`asks_about_now`),
   a candidate that a newer candidate restates (cosine between the two records >=
   `version_sim`, both among the best `version_depth`) loses `lambda_superseded`: "standup
@@ -134,6 +136,23 @@ def chatter_penalty(store, arrays, cfg) -> np.ndarray | None:
         short[pos[ok]] = np.clip(1.0 - dl[ok] / cfg.content_tokens, 0.0, 1.0)
         arrays.cache[key] = short
     return -cfg.lambda_chatter * arrays.cache[key]
+
+
+def question_penalty(store, arrays, cfg, top: np.ndarray) -> np.ndarray | None:
+    """float per position: minus `lambda_question` for each of the best `version_depth`
+    candidates whose last sentence is a question (attribution.is_statement); None when none
+    is."""
+    if cfg.lambda_question <= 0 or not len(top):
+        return None
+    from .attribution import is_statement
+
+    top = np.asarray(top[: cfg.version_depth], np.int64)
+    asks = np.array([not is_statement(b.get("text")) for b in store.bodies(arrays.ids[top])])
+    if not asks.any():
+        return None
+    out = np.zeros(len(arrays.ids), np.float64)
+    out[top[asks]] = -cfg.lambda_question
+    return out
 
 
 def superseded_penalty(store, arrays, cfg, query: str, top: np.ndarray) -> np.ndarray | None:
@@ -281,7 +300,8 @@ def shared_words(store, arrays, bodies: list[dict], query: str | None = None,
 
         # what the question asks about: its topic words and the names in it that are not a
         # speaker's ("Kwame", "Lagos"), whom or where the fact is about
-        asked = {_stem(w) for w in topic_words(query)} | subject_names(store, arrays, query, tags)
+        asked = {_stem(w) for w in topic_words(query) + sorted(subject_names(
+            store, arrays, query, tags))}
         words = [w & asked for w in words]
     n = len(words)
     out = np.eye(n, dtype=bool)

@@ -60,6 +60,10 @@ def topic_words(query: str, tokenize=tokenize) -> list[str]:
                             and not w.isdigit() and len(w) > 1)]
 
 
+def _has_digit(token: str) -> bool:
+    return any(c.isdigit() for c in token)  # "412" of "INC-412", and "v3", "pr1234" whole
+
+
 def unknown_identifiers(query: str, index, within=None) -> list[str]:
     """The numbers of the identifiers in `query` ("INC-415", "v3", "pr1234") that the store
     never mentions: an identifier names one thing, so when the store does not know it nothing
@@ -69,7 +73,7 @@ def unknown_identifiers(query: str, index, within=None) -> list[str]:
     out = []
     for m in _IDENT.finditer(query):
         toks = index.tokenize(m.group(0))
-        if any(t.isdigit() and not index.knows(t, within) for t in toks):
+        if any(_has_digit(t) and not index.knows(t, within) for t in toks):
             out += [t for t in toks if t not in out]
     return out
 
@@ -200,8 +204,10 @@ _KINDS = (
      re.compile(r"[0-9£$€]|\b(" + _NUMBER_WORDS + r")\b", re.IGNORECASE)),
 )
 # the thing whose version a question asks: "Which Postgres version", "the version of Django"
-_VERSION_OF = re.compile(r"([A-Za-z][\w.+-]*)\s+versions?\b|\bversions?\s+of\s+(?:the\s+)?"
-                         r"([A-Za-z][\w.+-]*)", re.IGNORECASE)
+# (two patterns: in one alternation the leftmost match wins, and "Which version of Django"
+# would give "Which")
+_VERSION_OF = (re.compile(r"\bversions?\s+of\s+(?:the\s+)?([A-Za-z][\w.+-]*)", re.IGNORECASE),
+               re.compile(r"([A-Za-z][\w.+-]*)\s+versions?\b", re.IGNORECASE))
 
 
 # what else a name can be: something quoted (models/words.py _QUOTED), an identifier with
@@ -295,9 +301,9 @@ def _versioned(query: str, names) -> str | None:
     """The name whose version `query` asks ("Postgres" in "Which Postgres version does staging
     run?"), when it is one of `names()` (the question's names that are no speakers), else
     None: "Which version of the report did Sam send?" asks about the report, not Sam."""
-    m = _VERSION_OF.search(query)
-    word = m and (m.group(1) or m.group(2)).casefold()
-    return word if word and word in {n.casefold() for n in names()} else None
+    found = [m.group(1).casefold() for p in _VERSION_OF if (m := p.search(query))]
+    known = {n.casefold() for n in names()} if found else set()
+    return next((w for w in found if w in known), None)
 
 
 def missing_value(query: str, texts: list[str | None], tokenize=tokenize,
