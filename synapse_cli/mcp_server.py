@@ -109,14 +109,17 @@ def _errors(failure: type[Exception]):
     return wrap
 
 
-def _time(value: str | int | None, where: str, end: bool = False) -> int | None:
+def _time(value: str | int | None, where: str, end: bool = False,
+          start: bool = False) -> int | None:
     """ISO 8601 text or epoch milliseconds -> epoch ms; `end`: the end of a window, where a
-    bare date is its last millisecond (inputs.parse_window_end), as on the command line."""
+    bare date is its last millisecond (inputs.parse_window_end), `start` its start, where a
+    time between two milliseconds is rounded up (parse_window_start), as on the command line."""
     if value is None:
         return None
-    from .engine.inputs import parse_timestamp, parse_window_end
+    from .engine.inputs import parse_timestamp, parse_window_end, parse_window_start
 
-    return (parse_window_end if end else parse_timestamp)(value, where)
+    return (parse_window_end if end else parse_window_start if start
+            else parse_timestamp)(value, where)
 
 
 class Memory:
@@ -354,7 +357,7 @@ def build(path: Path, scope: str | None = None):
         if as_of_ms is not None and until is not None:
             raise api.InputError("as_of", "as_of and until both end the window: give one")
         opts = dict(k=s["mcp.recall_k"] if k is None else k, explain=explain, types=tuple(types or ()),
-                    tags=within(tags), since_ms=_time(since, "since"),
+                    tags=within(tags), since_ms=_time(since, "since", start=True),
                     until_ms=as_of_ms if as_of_ms is not None else _time(until, "until", end=True))
         if mode:
             opts["mode"] = mode

@@ -113,6 +113,28 @@ def test_cli_pipe_json_lines_paging_and_errors(store):
                                  store), 2)
 
 
+def test_a_since_between_two_milliseconds_is_rounded_up(store):
+    """"--since 00:00:00.0001Z" lets nothing of 00:00:00.000 through (it was cut down to the
+    millisecond the record has); recall reads --since the same way."""
+    from synapse_cli.engine.inputs import parse_window_start
+
+    day5 = {m["id"] for m in everything(store, since_ms=T0 + 5 * DAY, until_ms=T0 + 5 * DAY)}
+    assert day5
+    for cmd in (["list"], ["recall", "Ana met Bruno", "--no-gate", "--k", "50"]):
+        got = {}
+        for since in ("2026-01-06T00:00:00Z", "2026-01-06T00:00:00.0001Z"):
+            r = run_cli([*cmd, "--since", since, "--json"], store)
+            assert r.returncode == 0, r.stderr
+            rows = [json.loads(x) for x in r.stdout.splitlines()]
+            rows = rows[0]["results"] if cmd[0] == "recall" else rows
+            got[since] = {m["id"] for m in rows}
+        assert got["2026-01-06T00:00:00Z"] & day5, cmd
+        assert not got["2026-01-06T00:00:00.0001Z"] & day5, cmd
+    assert parse_window_start(T0 + 0.5, "since") == T0 + 1
+    assert parse_window_start(T0, "since") == T0
+    assert parse_window_start("2026-01-06T00:00:00.000999Z", "since") == T0 + 5 * DAY + 1
+
+
 def test_cli_table_on_a_terminal(store):
     from test_terminal import on_terminal
 

@@ -107,18 +107,21 @@ def confirm_destructive(what: str, yes: bool) -> None:
         raise typer.Exit(1)
 
 
-def parse_time_option(value: str | None, flag: str, end_of_day: bool = False) -> int | None:
+def parse_time_option(value: str | None, flag: str, end_of_day: bool = False,
+                      start: bool = False) -> int | None:
     """A --since/--before style option: ISO 8601 or epoch ms -> epoch ms (usage error if bad).
-    `end_of_day` (--until, --as-of): a bare date is its last millisecond (parse_window_end)."""
+    `end_of_day` (--until, --as-of): a bare date is its last millisecond (parse_window_end);
+    `start` (--since): a time between two milliseconds is rounded up (parse_window_start)."""
     if value is None:
         return None
-    from ..engine.inputs import InputError, parse_timestamp, parse_window_end
+    from ..engine.inputs import InputError, parse_timestamp, parse_window_end, parse_window_start
 
     if value.isdigit() and len(value) <= 8:  # "2024", "20240101": a date, not epoch ms
         raise UserError(f"{flag} {value}: write a date as ISO 8601 (2024-01-01), a time as "
                         "epoch milliseconds", code=USAGE)
     try:
-        parse = parse_window_end if end_of_day else parse_timestamp
+        parse = parse_window_end if end_of_day else parse_window_start if start \
+            else parse_timestamp
         return parse(int(value) if value.isdigit() else value, flag)
     except InputError as exc:
         raise UserError(str(exc), code=USAGE) from None

@@ -73,7 +73,7 @@ def list_memories(
     check_tags(tag)
     try:
         page = api.list_memories(store_path(), types=memory_type, tags=tag,
-                                 since_ms=parse_time_option(since, "--since"),
+                                 since_ms=parse_time_option(since, "--since", start=True),
                                  until_ms=parse_time_option(until, "--until", end_of_day=True),
                                  trashed=trashed, limit=limit, after=after)
     except api.InputError as exc:

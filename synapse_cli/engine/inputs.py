@@ -83,6 +83,9 @@ def utc_datetime(ms: int) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def parse_timestamp(value, where: str) -> int:
     """ISO 8601 (naive means UTC) or epoch milliseconds -> epoch ms, 1970 .. 9999."""
     if isinstance(value, bool):
@@ -109,6 +112,22 @@ def parse_timestamp(value, where: str) -> int:
             raise InputError(where, f"timestamp {value!r} is outside 1970 .. 9999 (UTC)")
         return ms
     raise InputError(where, "timestamp must be ISO 8601 text or epoch milliseconds")
+
+
+def parse_window_start(value, where: str) -> int:
+    """parse_timestamp for the start of a time window (--since): a time between two
+    milliseconds is rounded up, not down, so that a record of the millisecond before it is not
+    let through ("18:05:00.0001Z" must not admit a record of 18:05:00.000)."""
+    ms = parse_timestamp(value, where)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value != int(value):
+        return ms + 1
+    if isinstance(value, str):
+        t = dt.datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
+        if t.microsecond % 1000:
+            t = t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+            # exact integer arithmetic (the float of timestamp() can fall a millisecond short)
+            ms = (t - _EPOCH) // dt.timedelta(milliseconds=1) + 1
+    return ms
 
 
 def parse_window_end(value, where: str) -> int:
