@@ -516,7 +516,10 @@ def check_owner(store_dir: str | os.PathLike) -> None:
 
 
 def check_entries(store_dir: str | os.PathLike) -> None:
-    """Refuse a symlink or another user's file anywhere in the store directory."""
+    """Refuse a symlink or another user's file anywhere in the store directory, and anything
+    but a regular file under a name the store uses for its data (a directory `payload-9.log`
+    made every writer fail on it with "Is a directory" while verify said the store was
+    healthy)."""
     try:
         with os.scandir(store_dir) as it:
             for entry in it:
@@ -527,6 +530,10 @@ def check_entries(store_dir: str | os.PathLike) -> None:
                 except FileNotFoundError:  # a writer's temp file, renamed since the listing
                     continue
                 _check_uid(st, entry.path)
+                if not stat.S_ISREG(st.st_mode) and (
+                        is_data_file(entry.name) or entry.name == "MANIFEST"):
+                    raise UnsafeStore("not a regular file, under a name the store uses for its "
+                                      "data; move it out of the store directory", entry.path)
     except OSError as exc:
         raise StoreIOError(exc.strerror or str(exc), str(store_dir)) from None
 

@@ -230,6 +230,24 @@ def test_symlink_inside_the_store_is_refused_with_77(tmp_path, small_store, kind
     assert dir_digest(tmp_path / "outside") == outside_before
 
 
+@pytest.mark.parametrize("name", ["payload-9.log", "seg-000005.dat"])
+def test_a_directory_under_a_store_file_name_is_refused_with_77(small_store, name):
+    """It made every writer fail with a bare "Is a directory" (exit 74) while verify said the
+    store was healthy (hostile-user pass); a directory of another name is none of the store's
+    business."""
+    path = small_store.path
+    (path / "notes").mkdir(exist_ok=True)
+    assert run_cli(["inspect", "verify"], path).returncode == 0
+    (path / name).mkdir()
+    before = dir_digest(path)
+    argvs = [["inspect", "verify"], ["recall", "anything"], ["mark", "1", "--pin"],
+             ["prune", "--id", "1", "--yes"]]
+    for r in _finish([start_cli(a, path) for a in argvs]):
+        lines = assert_clean_failure(r, 77)
+        assert name in lines[0] and "move it out of the store directory" in lines[0], r.stderr
+    assert dir_digest(path) == before
+
+
 def test_store_directory_0700_and_files_0600(tmp_path):
     old = os.umask(0)  # the modes must not depend on a restrictive umask
     try:

@@ -77,6 +77,8 @@ def test_env_values_are_typed():
     ("[activation]\nM = 99999999999999999999\n", "expected an integer of magnitude"),
     ("[activation]\nM = 10000000000\n", "expected a value <= 100000"),
     ("[activation]\nS = 1e308\n", "finite number of magnitude"),
+    # above 1 every episode became a prune candidate, marked consolidated with no node (helper)
+    ("[extraction]\nprune_threshold = 5\n", "expected a value <= 1"),
 ])
 def test_bad_file(tmp_path, text, needle):
     with pytest.raises(cf.ConfigError) as e:

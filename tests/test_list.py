@@ -111,6 +111,11 @@ def test_cli_pipe_json_lines_paging_and_errors(store):
     assert_clean_failure(run_cli(["list", "--type", "nodes"], store), 2)
     assert_clean_failure(run_cli(["list", "--since", "2026-02-01", "--until", "2026-01-01"],
                                  store), 2)
+    # "0" and "2024" are neither a date nor a time in ms; the message said "write a time as
+    # epoch milliseconds" to someone who had written one
+    for short in ("0", "2024"):
+        lines = assert_clean_failure(run_cli(["list", "--since", short], store), 2)
+        assert "neither a date nor epoch milliseconds" in lines[0]
 
 
 def test_a_since_between_two_milliseconds_is_rounded_up(store):

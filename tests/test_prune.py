@@ -831,3 +831,27 @@ def test_a_compaction_the_os_refuses_is_named_and_changes_nothing(tmp_path, monk
     assert "cannot write the compacted store: Permission denied" in str(info.value)
     assert "write access to the store directory" in info.value.hint
     assert dir_digest(store) == before
+
+
+def test_compaction_refuses_a_store_verify_finds_damaged(tmp_path):
+    """Compaction deletes the old files: on a damaged store it made the damage permanent (a
+    MANIFEST rewritten with a valid checksum and a lower record count compacted those records
+    away, exit 0, and verify then called the store healthy). It now refuses, exit 65, and
+    verify still reports the damage."""
+    import struct
+
+    store = tmp_path / "st"
+    build_store(store, 20)
+    assert run_cli(["prune", "--id", "1", "--yes"], store).returncode == 0  # a trash to empty
+    raw = (store / "MANIFEST").read_bytes()
+    body = json.loads(raw[mf.HEADER.size:-4])
+    body["segments"][0]["records"] -= 3
+    data = json.dumps(body, separators=(",", ":")).encode()
+    head = mf.HEADER.pack(mf.MAGIC, mf.FORMAT_VERSION, 0, len(data)) + data
+    (store / "MANIFEST").write_bytes(head + struct.pack("<I", mf.crc32c(head)))
+    assert not verify(store).ok
+    before = dir_digest(store)
+    lines = assert_clean_failure(run_cli(["prune", "--compact", "--yes"], store), 65)
+    assert "the store is damaged" in lines[0] and "nothing was removed" in lines[0]
+    assert "export --skip-damaged" in lines[-1]
+    assert dir_digest(store) == before and not verify(store).ok

@@ -117,8 +117,10 @@ def parse_time_option(value: str | None, flag: str, end_of_day: bool = False,
     from ..engine.inputs import InputError, parse_timestamp, parse_window_end, parse_window_start
 
     if value.isdigit() and len(value) <= 8:  # "2024", "20240101": a date, not epoch ms
-        raise UserError(f"{flag} {value}: write a date as ISO 8601 (2024-01-01), a time as "
-                        "epoch milliseconds", code=USAGE)
+        raise UserError(f"{flag} {value}: a number of 8 digits or fewer is read as neither a "
+                        "date nor epoch milliseconds (a time since 1973 has 12-13 digits): "
+                        "write a date as ISO 8601 (2024-01-01) or a time as 1704067200000",
+                        code=USAGE)
     try:
         parse = parse_window_end if end_of_day else parse_window_start if start \
             else parse_timestamp

@@ -244,7 +244,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("extraction", "threads", int, 2, "CPU threads for the model", None, 1, 1024),
     S("extraction", "window", int, 5, "episodes per consolidation window", "consolidate", 1, 100),
     S("extraction", "prune_threshold", float, 0.15, "replay score below which an episode is a "
-      "prune candidate", "consolidate", 0),
+      "prune candidate (no nodes are extracted from it); at most 1, the utility of the most "
+      "useful turn", "consolidate", 0, 1),
     S("extraction", "assoc_threshold", float, 0.92, "cosine above which two semantic nodes get "
       "an ASSOCIATION edge", "consolidate", -1, 1),
     S("dormancy", "dormancy_epsilon", float, 0.01, "activation below which a consolidation "

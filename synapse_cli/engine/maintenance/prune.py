@@ -27,9 +27,11 @@ when named by id.
 """
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -374,6 +376,33 @@ def purge_targets(store: Store, removed: set[int]) -> tuple[list[int], list[int]
     return derived, pinned, requeue
 
 
+# what compaction builds again from the records' bodies (FORMAT.md 14.2): damage there is
+# what compaction repairs
+_REBUILT = re.compile(r"ingest(-\d+)?\.idx")
+
+
+def refuse_damaged(path) -> None:
+    """Compaction keeps what the store's files say and deletes the files: on a store that
+    `verify` finds damaged it would make the damage permanent (a MANIFEST rewritten to list no
+    segment compacted 33 records to none, and verify then called the store healthy). So it
+    runs only on a store whose damage, if any, is in what it rebuilds (_REBUILT);
+    CorruptStore names the first problem."""
+    from store_format.errors import CorruptStore
+
+    from .verify import verify
+
+    report = verify(path, retries=1)  # under our lock, no writer can be mid-commit
+    damage = [p for p in report.problems if not _REBUILT.fullmatch(p.file)]
+    if not damage:
+        return
+    p = damage[0]
+    err = CorruptStore(f"the store is damaged ({p.kind}: {p.message}); compaction would make "
+                       "that permanent, so nothing was removed", Path(path) / p.file, p.offset)
+    err.hint = ("synapse inspect verify lists the damage; synapse export --skip-damaged --out "
+                "FILE rescues every readable record into a file that import reads")
+    raise err
+
+
 def compact(w: StoreWriter, purge: bool = False, within=(), keep=frozenset()) -> dict:
     """Empty the trash (FORMAT.md 14.2), or under a scope (`within`) its part of it
     (trash_to_empty), but the ids in `keep`, which stay in it; with `purge`, also 14.3. The
@@ -381,6 +410,7 @@ def compact(w: StoreWriter, purge: bool = False, within=(), keep=frozenset()) ->
     from ...models.bm25 import compact_files
 
     t0 = time.perf_counter()
+    refuse_damaged(w.path)
     before = store_bytes(w.path)
     derived: list[int] = []
     pinned_derived: list[int] = []
