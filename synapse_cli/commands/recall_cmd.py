@@ -195,7 +195,8 @@ def recall(
     cfg = RecallConfig(**settings.kwargs("recall"), explain=explain, gate=not no_gate,
                        inhibition=not no_inhibition, fan=not no_fan,
                        graph=not no_graph, activation=not no_activation,
-                       types=tuple(memory_type), since_ms=parse_time_option(since, "--since", start=True),
+                       types=tuple(memory_type),
+                       since_ms=parse_time_option(since, "--since", start=True),
                        until_ms=parse_time_option(until, "--until", end_of_day=True),
                        tags=tuple(tag),
                        synaptic=SynapticConfig.from_settings(settings))

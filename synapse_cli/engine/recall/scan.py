@@ -14,8 +14,9 @@ from ..store import Store
 
 def scan_records(store: Store, query_vec: np.ndarray, cfg, now_ms: int, arrays):
     """(sim, decay, importance) per record position; sim is -inf where a record is tombstoned,
-    archived as dormant (out of the active graph, FORMAT.md 16) or filtered out (tags exactly: engine/filters.py; with a time window, a semantic node also
-    when one of the records it links is outside it: RecallArrays.reaching_outside).
+    archived as dormant (out of the active graph, FORMAT.md 16) or filtered out (tags exactly:
+    engine/filters.py; with a time window, a semantic node also when one of the records it
+    links is outside it: RecallArrays.reaching_outside).
     `arrays` (RecallArrays): its cache keeps each segment's int8 vector norms from the first
     query of a snapshot, so later scans make one pass over each vector, not two (a vector
     rewritten in place after that, e.g. a semantic node's EMA update, keeps its old norm until
