@@ -8,6 +8,8 @@ ecphory.py      seed 002's cue-driven centroid spreading over engrams
 synaptic.py     seed 001's SynapticRAG (temporal association, LIF)
 scan.py, signals.py   what the modes start from: header scan, filter walls, BM25, activation
 topic.py, attribution.py   the gate's checks; currency.py: current facts first
+bridges.py      name bridges (pseudo-relevance feedback through names)
+speakers.py     the query without the store's speakers' names, and the names it asks about
 answer_check.py `recall --verify` (the local model); service.py: `Recaller`, warm recall
 """
 from ..filters import TYPE_BITS

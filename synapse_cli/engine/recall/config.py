@@ -39,7 +39,7 @@ class RecallConfig(AblationSettings, EcphorySettings, BaselineSettings, GateSett
     # need: recall@10 62.7 with them, 65.8 without, every category up (docs/TUNING.md).
     semantic_results: bool = False
     explain: bool = False
-    synaptic: object = None  # engine.synaptic.SynapticConfig for mode "synaptic"; None = defaults
+    synaptic: object = None  # engine.recall.synaptic.SynapticConfig for mode "synaptic"; None = defaults
 
 
     def as_dict(self) -> dict:

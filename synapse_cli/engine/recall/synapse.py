@@ -12,9 +12,13 @@ Pipeline of the default mode (`synapse`):
     + λ_decay · decay · importance (seed 004's header terms), all weights configurable;
     sim' = cosine min-max normalised over the query's candidates (`fusion="minmax"`), or the
     raw cosine (`fusion="linear"`, the seed's);
- 6. uncertainty gate: rejected when the best activation among the first 10 results is below
-    tau_gate, or when the query names one speaker and another speaker's statement answers it
-    better (engine/recall/attribution.py).
+ 6. the current-facts terms and the content priors (currency.py), name bridges (bridges.py)
+    and the speaker focus adjust the ranking;
+ 7. uncertainty gate: rejected when the best activation among the first 10 results is below
+    tau_gate, when the question's topic, an identifier or an owner it names is unknown or the
+    kind of answer it asks for is stated by none of the memories reached (topic.py), or when
+    the query names one speaker and another speaker's statement answers it better
+    (attribution.py).
 `vector`, `bm25` and `hybrid` (reciprocal-rank fusion; baselines.py) are the baselines it is
 compared with; they run through this pipeline with their own score. The dispatch to every mode
 is dispatch.py; the signals, signals.py.
@@ -143,7 +147,7 @@ class SynapseSettings:
     # 71.47 -> 71.40 (multi-hop 43.14 -> 42.76).
     lambda_recent: float = 0.1
     # Within each set of versions of one fact among the best version_depth candidates (cosine
-    # >= version_sim and a content word in common), the newest takes the set's best place
+    # >= version_sim and a topic word or subject name of the question in common), the newest takes the set's best place
     # (engine/recall/currency.py version_order), for any question in the present tense
     # (asks_in_present). Agent-use current first / top 3, tune and tune2 halves: for
     # asks_about_now's questions only (like the penalty and the bonus) 0.95 / 0.843 and

@@ -7,8 +7,8 @@ vocabulary, in every form (conflate.py), is rejected.
 The check is lexical first: the store's own vocabulary is a per-store statistic, not a
 threshold calibrated on one data set. Synonyms are the exception ("Does anyone have a pet?" in a
 store that says "rescue dog"), so a word the store does not use still counts as known
-when its embedding is close to one of the top memories (`topic_sim`, the one threshold:
-"pet" to "adopting a rescue dog" is 0.25). An
+when its embedding is close to one of the top memories (`topic_sim`: "pet" to "adopting a
+rescue dog" is 0.25; `cover_sim` for the stricter check against the memories reached). An
 identifier with digits that the store never mentions ("INC-415") is refused whatever else the
 question shares with the store, and so is a question about something of someone the store never
 mentions ("What is Bob's bank PIN?" where only Ana's memories can be seen). It cannot
@@ -65,7 +65,7 @@ def _has_digit(token: str) -> bool:
 
 
 def unknown_identifiers(query: str, index, within=None) -> list[str]:
-    """The numbers of the identifiers in `query` ("INC-415", "v3", "pr1234") that the store
+    """The tokens of the identifiers in `query` ("INC-415", "v3", "pr1234") that the store
     never mentions: an identifier names one thing, so when the store does not know it nothing
     stored is about it, whatever else the query shares with the store ("What was the root
     cause of INC-415?" in a store that discusses INC-412's root cause). `within`: the record
