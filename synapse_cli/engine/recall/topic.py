@@ -53,7 +53,8 @@ def topic_words(query: str, tokenize=tokenize) -> list[str]:
     with digits ("INC-412", "v2.4") is a topic of its own: its number counts. `tokenize`: the
     store's BM25 tokenizer when the words are looked up in its index (a store keeps its
     tokenizer version, models/tokenize.py)."""
-    names = {t for m in _NAME.finditer(query.strip()) for t in tokenize(m.group(1))[:1]}
+    # every token of a name: "Mary-Jane" and "O'Brien" leave no "jane" or "brien" behind
+    names = {t for m in _NAME.finditer(query.strip()) for t in tokenize(m.group(1))}
     ids = {t for m in _IDENT.finditer(query) for t in tokenize(m.group(0)) if t.isdigit()}
     return [w for w in dict.fromkeys(tokenize(query))
             if w in ids or (w not in _STOP and w not in _ASKING and w not in names
