@@ -11,7 +11,7 @@ the ablations, then the filters and the rest below).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from .baselines import BaselineSettings
 from .ecphory import EcphorySettings
@@ -40,7 +40,3 @@ class RecallConfig(AblationSettings, EcphorySettings, BaselineSettings, GateSett
     semantic_results: bool = False
     explain: bool = False
     synaptic: object = None  # engine.recall.synaptic.SynapticConfig for mode "synaptic"; None = defaults
-
-
-    def as_dict(self) -> dict:
-        return asdict(self)

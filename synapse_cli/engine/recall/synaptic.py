@@ -209,12 +209,12 @@ def stimulus_path(pos: int, prop: Propagation, ids: np.ndarray) -> list[dict]:
 
 
 def recall(store: Store, query: str, query_vec: np.ndarray, cfg, arrays: graphview.RecallArrays,
-           now_ms: int, sc: SynapticConfig | None = None) -> dict:
+           now_ms: int) -> dict:
     """The synaptic mode of recall.recall(): same JSON shape, ranked by membrane potential."""
     from .scan import scan_records, top as _top
 
     t0 = time.perf_counter()
-    sc = sc or getattr(cfg, "synaptic", None) or SynapticConfig()
+    sc = getattr(cfg, "synaptic", None) or SynapticConfig()
     sim, dec, _ = scan_records(store, query_vec, cfg, now_ms, arrays)
     prop = propagate(store, arrays, sim, cfg, sc, now_ms)
     score = np.where(np.isfinite(sim), prop.potential, -np.inf)
