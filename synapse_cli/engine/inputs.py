@@ -86,6 +86,17 @@ def utc_datetime(ms: int) -> dt.datetime | None:
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
+def _iso(value: str, where: str) -> dt.datetime:
+    """ISO 8601 text -> an aware datetime (naive means UTC)."""
+    try:
+        # RFC 3339 allows a lowercase t and z ("2026-01-01t00:00:00z")
+        t = dt.datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(where, f"timestamp {value!r} is not ISO 8601 "
+                                "(e.g. 2026-06-02T18:05:00Z)") from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
+
+
 def parse_timestamp(value, where: str) -> int:
     """ISO 8601 (naive means UTC) or epoch milliseconds -> epoch ms, 1970 .. 9999."""
     if isinstance(value, bool):
@@ -99,14 +110,7 @@ def parse_timestamp(value, where: str) -> int:
                                     f"milliseconds ({int(value) * 1000}) or ISO 8601 expected")
         return int(value)
     if isinstance(value, str):
-        try:
-            # RFC 3339 allows a lowercase t and z ("2026-01-01t00:00:00z")
-            t = dt.datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
-        except ValueError:
-            raise InputError(where, f"timestamp {value!r} is not ISO 8601 "
-                                    "(e.g. 2026-06-02T18:05:00Z)") from None
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=dt.timezone.utc)
+        t = _iso(value, where)
         ms = int(t.timestamp() * 1000)
         if not 0 <= ms <= MAX_TIMESTAMP_MS:
             raise InputError(where, f"timestamp {value!r} is outside 1970 .. 9999 (UTC)")
@@ -122,11 +126,9 @@ def parse_window_start(value, where: str) -> int:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value != int(value):
         return ms + 1
     if isinstance(value, str):
-        t = dt.datetime.fromisoformat(value.strip().upper().replace("Z", "+00:00"))
-        if t.microsecond % 1000:
-            t = t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
-            # exact integer arithmetic (the float of timestamp() can fall a millisecond short)
-            ms = (t - _EPOCH) // dt.timedelta(milliseconds=1) + 1
+        t = _iso(value, where)
+        if t.microsecond % 1000:  # exact integer arithmetic: the float of timestamp() can fall
+            ms = (t - _EPOCH) // dt.timedelta(milliseconds=1) + 1  # a millisecond short
     return ms
 
 

@@ -386,7 +386,8 @@ def refuse_damaged(path) -> None:
     `verify` finds damaged it would make the damage permanent (a MANIFEST rewritten to list no
     segment compacted 33 records to none, and verify then called the store healthy). So it
     runs only on a store whose damage, if any, is in what it rebuilds (_REBUILT);
-    CorruptStore names the first problem."""
+    CorruptStore names the first problem. The price: a second read of the store (30,000
+    records: compaction 1.14 s without it, 2.09 s with it; /tmp-scripted timing, 3 runs)."""
     from store_format.errors import CorruptStore
 
     from .verify import verify

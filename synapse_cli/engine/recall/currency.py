@@ -300,8 +300,8 @@ def shared_words(store, arrays, bodies: list[dict], query: str | None = None,
 
         # what the question asks about: its topic words and the names in it that are not a
         # speaker's ("Kwame", "Lagos"), whom or where the fact is about
-        asked = {_stem(w) for w in topic_words(query) + sorted(subject_names(
-            store, arrays, query, tags))}
+        asked = {_stem(w) for w in [*topic_words(query),
+                                    *subject_names(store, arrays, query, tags)]}
         words = [w & asked for w in words]
     n = len(words)
     out = np.eye(n, dtype=bool)

@@ -28,7 +28,8 @@ change nothing, a property of Algorithm 1 as written.
 Results: the chunks (ranked by step 6 or `rank_chunks`), then the k_final engrams, at most k in
 all, in the JSON shape of the default mode. A store without semantic nodes (never consolidated, or
 filtered out by --type) still answers: by direct chunk search with the ranking vector (the
-query's, or the cue's with `rerank_by="cue"`), and says so in `fallback`. Engram vectors are the stored int8 vectors normalised, kept per snapshot.
+query's, or the cue's with `rerank_by="cue"`), and says so in `fallback`. Engram vectors are
+the stored int8 vectors normalised, kept per snapshot.
 """
 from __future__ import annotations
 

@@ -147,7 +147,8 @@ class SynapseSettings:
     # 71.47 -> 71.40 (multi-hop 43.14 -> 42.76).
     lambda_recent: float = 0.1
     # Within each set of versions of one fact among the best version_depth candidates (cosine
-    # >= version_sim and a topic word or subject name of the question in common), the newest takes the set's best place
+    # >= version_sim and a topic word or subject name of the question in common), the newest
+    # takes the set's best place
     # (engine/recall/currency.py version_order), for any question in the present tense
     # (asks_in_present). Agent-use current first / top 3, tune and tune2 halves: for
     # asks_about_now's questions only (like the penalty and the bonus) 0.95 / 0.843 and
@@ -183,8 +184,8 @@ class SynapseSettings:
     # rejected: 0 72.27 / 43.74 / 54.43%, 0.05 73.42 / 44.62 / 54.85%, 0.1 73.96 / 45.73 /
     # 53.16%, 0.2 74.18 / 46.73 / 50.63%. Agent-use tuned halves (fresh and consolidated
     # stores): 0.05 loses nothing and gains four questions (tune3 never-answered rejected,
-    # consolidated tune current first and top 3); 0.1 loses two on consolidated tune4 (top 3,
-    # top 10, a false refusal); 0.2 costs the tune half's top 3 (0.843 -> 0.824). On the
+    # consolidated tune current first and top 3); 0.1 loses one question each of consolidated
+    # tune4's top 3, top 10 and false refusals; 0.2 costs the tune half's top 3 (0.843 -> 0.824). On the
     # consolidated LoCoMo stores 72.93 -> 73.48: fresh stores gain more (consolidated minus
     # fresh +0.66 -> +0.06; on the conversations consolidation was not tuned on +0.10 -> +0.27).
     lambda_question: float = 0.05
