@@ -287,3 +287,31 @@ def test_rfc3339_lowercase_t_and_z(tmp_path):
 
     assert parse_timestamp("2026-01-01t00:00:00z", "w") == \
         parse_timestamp("2026-01-01T00:00:00Z", "w") == 1767225600000
+
+
+def test_iso_times_are_exact_and_a_log_stored_a_millisecond_early_is_still_a_duplicate(tmp_path):
+    """ISO times went through a float: "2004-03-15T07:55:47.472Z" was stored as .471 (about
+    0.6% of times with a fraction of a second). They are exact now, and a line that an older
+    synapse stored a millisecond early is a duplicate of the same line ingested again, not a
+    second record."""
+    import datetime as dt
+
+    from synapse_cli.engine.inputs import legacy_ms, parse_timestamp
+
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    rng = random.Random(7)
+    for ms in [1079337347472, *(rng.randrange(0, 253402300799999) for _ in range(2000))]:
+        iso = (epoch + dt.timedelta(milliseconds=ms)).isoformat()
+        assert parse_timestamp(iso, "w") == ms, iso
+        assert legacy_ms(ms) == int(dt.datetime.fromisoformat(iso).timestamp() * 1000)
+    assert legacy_ms(1079337347472) == 1079337347471  # what the older synapse stored
+
+    store = tmp_path / "st"
+    line = {"text": "The boiler was serviced.", "speaker": "Ana"}
+    old = lines(run(store, "ingest", stdin=json.dumps({**line, "timestamp": 1079337347471})))[0]
+    again = lines(run(store, "ingest", stdin=json.dumps(
+        {**line, "timestamp": "2004-03-15T07:55:47.472Z"})))[0]
+    assert (again["status"], again["id"]) == ("duplicate", old["id"])
+    later = lines(run(store, "ingest", stdin=json.dumps(
+        {**line, "timestamp": "2004-03-15T07:55:47.473Z"})))[0]
+    assert later["status"] == "stored"  # another time is still another statement

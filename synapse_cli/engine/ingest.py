@@ -19,7 +19,7 @@ from store_format import graph_files as gf
 from store_format import ingest_index as ix
 from store_format.tags import normalize_tag
 
-from .inputs import Item, normalize_text
+from .inputs import Item, legacy_ms, normalize_text
 from .memory import NewMemory
 from .store import Store, StoreWriter
 
@@ -145,7 +145,7 @@ def _stored_statement(w: Store, index_file, index: np.ndarray, entries, digest: 
     later is a record of its own, so recency and --as-of see it ("standup is at 9:30" said
     again in November). A record in the trash holds nothing: a statement made again after
     `prune` is stored again. `tags`: the item's (item_tags); `timestamp_ms`: its time, if it
-    gives one."""
+    gives one (_same_time)."""
     from .filters import exact_tags
 
     for i in reversed(entries):
@@ -154,9 +154,15 @@ def _stored_statement(w: Store, index_file, index: np.ndarray, entries, digest: 
         headers = w.segments[seg].headers
         if fl.is_tombstone(int(headers["flags"][row])) or exact_tags(w.body(rid)) != tags:
             continue
-        if timestamp_ms is None or int(headers["timestamp_ms"][row]) == timestamp_ms:
+        if timestamp_ms is None or _same_time(int(headers["timestamp_ms"][row]), timestamp_ms):
             return rid
     return None
+
+
+def _same_time(a: int, b: int) -> bool:
+    """Two stored times of one input: equal, or one of them as an older synapse stored the
+    other (legacy_ms: a millisecond early for some ISO times with a fraction of a second)."""
+    return a == b or a == legacy_ms(b) or b == legacy_ms(a)
 
 
 def _index_file(store: Store) -> tuple[str, object, int | None]:
