@@ -200,9 +200,15 @@ def _corrupt(lines: list[str], how: str) -> tuple[str, int]:
     # a tag that looks like another (import took what ingest refuses: a hostile pass), a
     # speaker its tags do not carry (`--tag speaker:Zed` then missed it), a field export never
     # writes (dropped without a word)
-    if how in ("lookalike_tag", "speaker_untagged", "unknown_field"):
+    # an edited "facts": 5 was imported, then every consolidate crashed (exit 70; hostile pass)
+    if how in ("lookalike_tag", "speaker_untagged", "unknown_field", "facts_not_a_list",
+               "chunk_not_a_span"):
         r = json.loads(lines[30])
-        if how == "lookalike_tag":
+        if how == "facts_not_a_list":
+            r.setdefault("extra", {})["facts"] = 5
+        elif how == "chunk_not_a_span":
+            r.setdefault("extra", {})["chunk"] = "garbage"
+        elif how == "lookalike_tag":
             r["tags"] = [*r["tags"], "user:ana\u200b"]
         elif how == "speaker_untagged":
             r["speaker"] = "Zed"
@@ -230,7 +236,8 @@ def _corrupt(lines: list[str], how: str) -> tuple[str, int]:
 @pytest.mark.parametrize("how", ["cut_mid_line", "cut_at_line", "bad_json", "no_header",
                                  "bad_field", "nul_text", "duplicate_key", "version_true",
                                  "last_id", "edge_to_nowhere", "lookalike_tag",
-                                 "speaker_untagged", "unknown_field"])
+                                 "speaker_untagged", "unknown_field", "facts_not_a_list",
+                                 "chunk_not_a_span"])
 def test_import_refuses_a_damaged_export_naming_the_line(built, tmp_path, how):
     text, line = _corrupt(Path(built[1]).read_text().splitlines(), how)
     bad = tmp_path / "bad.jsonl"

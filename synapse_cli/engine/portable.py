@@ -293,6 +293,7 @@ def _check_record(r: dict, n: int, prev_id: int) -> None:
     _want(isinstance(extra, dict), n, "extra must be an object")
     clash = set(extra) & (set(OWN_KEYS) | (set(NODE_KEYS) if semantic else set()))
     _want(not clash, n, f"extra repeats {', '.join(sorted(clash))}, which has a field of its own")
+    _check_extra(extra, n)
     node = r.get("node")
     _want(not semantic or (isinstance(node, dict) and isinstance(node.get("name"), str)), n,
           "a semantic record needs \"node\" with a string \"name\"")
@@ -316,6 +317,31 @@ def _check_record(r: dict, n: int, prev_id: int) -> None:
                         and _int(d.get("recall_seen"), 0, 2**32 - 1)
                         and isinstance(d.get("archived"), bool)), n,
           "dormancy must be {\"low_windows\", \"recall_seen\", \"archived\"}")
+
+
+def _is_str_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+# The keys of `extra` that synapse itself reads back (FORMAT.md 17), with the shape it needs: an
+# edited export must not plant a value that makes a later command fail ("facts": 5 made every
+# `consolidate` crash). Other keys are kept as they are.
+EXTRA_SHAPES = {
+    "facts": (_is_str_list, "a list of strings"),
+    "md5": (lambda v: isinstance(v, str), "a string"),
+    "dia_id": (lambda v: isinstance(v, str), "a string"),
+    "chunk": (lambda v: isinstance(v, list) and len(v) == 2
+              and all(_int(x, 0, 2**63 - 1) for x in v) and v[0] <= v[1],
+              "[start, end] character offsets"),
+    "document": (lambda v: isinstance(v, bool), "true or false"),
+    "prune_candidate": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def _check_extra(extra: dict, n: int) -> None:
+    for key, (ok, shape) in EXTRA_SHAPES.items():
+        if key in extra:
+            _want(ok(extra[key]), n, f"extra.{key} must be {shape}")
 
 
 RECORD_KEYS = frozenset(("kind", "id", "type", "text", "timestamp_ms", "speaker", "session",
