@@ -176,7 +176,7 @@ def test_model_dir_argument_and_env(monkeypatch, tmp_path):
         MiniLMEmbedder()
     # an explicit argument wins over the environment
     assert resolve_model_dir(default) == default
-    # a copy elsewhere is used (the name follows the directory)
+    # a copy elsewhere is used, and it is the same model (the name follows the files)
     copy = tmp_path / "my-minilm"
     copy.mkdir()
     for f in default.rglob("*"):
@@ -186,8 +186,41 @@ def test_model_dir_argument_and_env(monkeypatch, tmp_path):
             dst.symlink_to(f)
     monkeypatch.setenv(EMBED_MODEL_DIR_ENV, str(copy))
     emb = MiniLMEmbedder()
-    assert emb.model_dir == copy and emb.name == "my-minilm"
+    assert emb.model_dir == copy and emb.name == "all-MiniLM-L6-v2"
     assert emb.encode(["x"]).shape == (1, 384)
+
+
+def test_a_foreign_model_in_a_directory_called_model_is_not_minilm(tmp_path):
+    """Models were named by their directory: another 384-dim model in a directory called
+    "model" passed for the packaged MiniLM, and a store took its vectors beside MiniLM's
+    without a word (hostile pass). The name now carries a fingerprint of the files."""
+    from safetensors.numpy import load_file, save_file
+
+    from synapse_cli import api
+    from synapse_cli.engine.errors import ConfigError
+    from synapse_cli.models.embedder import model_name, same_model
+
+    default = resolve_model_dir()
+    foreign = tmp_path / "elsewhere" / "model"
+    for f in default.rglob("*"):
+        if f.is_file() and f.name != "model.safetensors":
+            dst = foreign / f.relative_to(default)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.symlink_to(f)
+    weights = load_file(str(default / "model.safetensors"))
+    save_file({k: (-v if v.dtype.kind == "f" else v) for k, v in weights.items()},
+              str(foreign / "model.safetensors"))
+    name = MiniLMEmbedder(model_dir=foreign).name
+    assert name.startswith("model@") and name != model_name(default) == "all-MiniLM-L6-v2"
+    store = tmp_path / "st"
+    api.ingest(["Ana moved to Porto"], store=store, embedder=MiniLMEmbedder())
+    with pytest.raises(ConfigError, match="all-MiniLM-L6-v2"):
+        api.ingest(["Bruno moved to Braga"], store=store,
+                   embedder=MiniLMEmbedder(model_dir=foreign))
+    # a store made before names had a fingerprint records the bare directory name
+    assert same_model("my-model", "my-model@0123456789ab")
+    assert not same_model("my-model@0123456789ab", "my-model@ba9876543210")
+    assert not same_model("all-MiniLM-L6-v2", name)
 
 
 def _run(code: str) -> dict:

