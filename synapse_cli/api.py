@@ -306,7 +306,8 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
     copy. Pinned records are never pruned, unresolved ones only by id. `within`: tags every
     pruned record must carry (a scope, e.g. ["user:bob"]: nothing of another user is selected
     or listed; ids outside it are returned under `out_of_scope`). Returns what
-    `synapse prune --json` prints; with `dry_run` nothing changes."""
+    `synapse prune --json` prints; with `dry_run` nothing changes. With no policy and neither
+    `compact` nor `purge`, a ConfigError (usage), as the CLI's exit 2."""
     from .engine import arguments as a
     from .engine.maintenance import prune as pr
     from .engine.store import Store, StoreWriter
@@ -323,6 +324,10 @@ def prune(store=None, *, ids: Iterable[int] = (), tags: Iterable[str] = (), quer
         match=a.choice(match, "match", ("any", "all")), within=a.tags(within, "within"))
     for name, value in (("dry_run", dry_run), ("compact", compact), ("purge", purge)):
         a.flag(value, name)
+    if not (policy.active() or compact or purge):  # as the CLI: a call that can do nothing
+        raise ConfigError("nothing to prune: give ids, tags, a query or a policy (decayed_below, "
+                          "dormant, low_utility_below, before_ms), or compact / purge",
+                          usage=True)
     path = resolve_store(store)
     opened = Store.open(path) if dry_run else StoreWriter.open(path, lock_timeout=lock_timeout)
     with opened as w:
@@ -354,7 +359,8 @@ def restore(ids: Iterable[int], store=None, *, lock_timeout: float = 30.0) -> di
 def mark(ids: Iterable[int], store=None, *, pin: bool | None = None, resolve: bool | None = None,
          restore_dormant: bool = False, lock_timeout: float = 30.0) -> list[dict]:
     """Pin/unpin (pinned records never decay and are never pruned), resolve/unresolve, bring
-    dormant nodes back; returns each record's flags, as `synapse mark --json`."""
+    dormant nodes back; returns each record's flags, as `synapse mark --json`. With none of
+    the three, a ConfigError (usage), as the CLI's exit 2."""
     from .engine import arguments as a
     from .engine.maintenance import prune as pr
     from .engine.store import StoreWriter
@@ -362,6 +368,8 @@ def mark(ids: Iterable[int], store=None, *, pin: bool | None = None, resolve: bo
     ids = a.record_ids(ids)
     pin, resolve = a.flag(pin, "pin", optional=True), a.flag(resolve, "resolve", optional=True)
     a.flag(restore_dormant, "restore_dormant")
+    if pin is None and resolve is None and not restore_dormant:  # as the CLI
+        raise ConfigError("nothing to mark: give pin, resolve or restore_dormant", usage=True)
     with StoreWriter.open(resolve_store(store), lock_timeout=lock_timeout) as w:
         require_records(w, ids)
         try:

@@ -855,3 +855,21 @@ def test_compaction_refuses_a_store_verify_finds_damaged(tmp_path):
     assert "the store is damaged" in lines[0] and "nothing was removed" in lines[0]
     assert "export --skip-damaged" in lines[-1]
     assert dir_digest(store) == before and not verify(store).ok
+
+
+def test_api_prune_and_mark_that_can_do_nothing_are_usage_errors_as_in_the_cli(tmp_path):
+    """`api.prune()` with no policy and `api.mark(ids)` with no flag returned as if they had
+    worked, where `synapse prune` and `synapse mark` exit 2 ("nothing to do"): a caller's
+    forgotten argument went unnoticed."""
+    from synapse_cli import api
+    from synapse_cli.engine.config import ConfigError
+
+    store = tmp_path / "st"
+    api.ingest(["one note", "another note"], store=store, embedder=FakeEmbedder(384))
+    before = dir_digest(store)
+    with pytest.raises(ConfigError, match="nothing to prune") as info:
+        api.prune(store)
+    assert info.value.usage
+    with pytest.raises(ConfigError, match="nothing to mark"):
+        api.mark([1], store)
+    assert dir_digest(store) == before
