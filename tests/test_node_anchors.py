@@ -63,3 +63,28 @@ def test_nodes_never_seed_alone():
     # a type filter that leaves only nodes (recall --type semantic): they seed on their own
     only = np.where(np.arange(9) < 6, -np.inf, low).astype(np.float32)
     assert _anchors(only, np.zeros(9), a, RecallConfig(node_anchors=5)).tolist() == [6, 7]
+
+
+def test_nodes_that_cannot_be_returned_do_not_set_the_scale_of_the_episodes_scores():
+    """The fused score min-max scales the cosine and divides BM25 by its maximum; node 6 (the
+    best cosine and BM25 here, as a node's short "name desc" text often is) set both scales on
+    a consolidated store, so every episode's lexical term shrank. Over the returnable records
+    only, the episodes score as in a store without the nodes."""
+    from synapse_cli.engine.recall.signals import Signals
+    from synapse_cli.engine.recall.synapse import rank
+
+    cfg = RecallConfig(k=9)
+
+    def signals(sim, bm25, no_result):
+        m = len(sim)
+        return Signals(sim, np.ones(m, np.float32), np.ones(m, np.float32), bm25,
+                       np.zeros(m, np.float32), np.zeros(m, np.float32),
+                       no_result=no_result)
+
+    node = np.array([f == SEM for f in CONSOLIDATED])
+    top, scores = rank(signals(SIM, BM25, node), cfg)
+    alone_top, alone_scores = rank(signals(SIM[:6].copy(), BM25[:6].copy(), None), cfg)
+    assert top.tolist() == alone_top.tolist() and not node[top].any()
+    np.testing.assert_allclose(scores, alone_scores)
+    # asked for (no_result None: --types semantic), nodes are ranked with the episodes
+    assert 6 in rank(signals(SIM, BM25, None), cfg)[0].tolist()

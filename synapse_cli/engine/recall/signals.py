@@ -153,7 +153,10 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                 weights, types = np.zeros(0, np.float32), np.zeros(0, np.uint8)
             anchor_sims = np.maximum(sim[anchors], 0)
             if cfg.anchor_energy == "fused":
-                top_bm25 = float(bm25.max())
+                # relative to the best episode's BM25: a node's short "name desc" text often
+                # scores highest and shrank every episode anchor's energy (see rank)
+                episodes = bm25[~arrays.semantic()]
+                top_bm25 = float(episodes.max()) if len(episodes) else 0.0
                 lexical = bm25[anchors] / top_bm25 if top_bm25 > 0 else 0.0
                 anchor_sims = 0.5 * (anchor_sims + lexical)
             anchor_sims = anchor_sims.astype(np.float32)

@@ -280,8 +280,19 @@ def rank(sig: Signals, cfg: RecallConfig) -> tuple[np.ndarray, np.ndarray]:
     else:
         from ...kernels.ranking import fused_scores
 
+        # The cosine's min-max and BM25's maximum are taken over what may be returned: semantic
+        # nodes (no_result unless asked for) set the scale of the episodes' scores when they
+        # were counted, a node's short "name desc" text often holding the store's best BM25
+        # for its name, so on a consolidated store every episode's lexical term shrank.
+        # Consolidated LoCoMo dev stores, recall@10 over 1-4 (multi-hop): 73.48 (46.57) ->
+        # 74.09 (47.02), and with anchor energies scaled the same way (signals.py) 74.69
+        # (47.38); fresh stores, which have no node, 73.42 (bench/quality/consolidation_recall.py)
+        sim, bm25 = sig.sim, sig.bm25
+        if sig.no_result is not None:
+            sim = np.where(sig.no_result, np.float32(np.nan), sim)
+            bm25 = np.where(sig.no_result, 0.0, bm25)
         score = np.empty(len(sig.sim), np.float64)
-        fused_scores(sig.sim, sig.activation, sig.pagerank, sig.bm25, sig.decay, sig.importance,
+        fused_scores(sim, sig.activation, sig.pagerank, bm25, sig.decay, sig.importance,
                      cfg.lambda_sim, cfg.lambda_act, cfg.lambda_pr, cfg.lambda_bm25,
                      cfg.lambda_decay, cfg.fusion == "minmax", cfg.decay, score)
         if sig.bonus is not None:
