@@ -217,10 +217,16 @@ def test_a_foreign_model_in_a_directory_called_model_is_not_minilm(tmp_path):
     with pytest.raises(ConfigError, match="all-MiniLM-L6-v2"):
         api.ingest(["Bruno moved to Braga"], store=store,
                    embedder=MiniLMEmbedder(model_dir=foreign))
-    # a store made before names had a fingerprint records the bare directory name
+    # a store made before names had a fingerprint records the bare directory name, but
+    # all-MiniLM-L6-v2 is the packaged model's files, whatever a directory is called
     assert same_model("my-model", "my-model@0123456789ab")
+    assert not same_model("all-MiniLM-L6-v2", "all-MiniLM-L6-v2@0123456789ab")
     assert not same_model("my-model@0123456789ab", "my-model@ba9876543210")
     assert not same_model("all-MiniLM-L6-v2", name)
+    # a symlink's own name, as before (Hugging Face's cache links a name to snapshots/<hash>)
+    link = tmp_path / "my-finetune"
+    link.symlink_to(foreign)
+    assert model_name(link) == "my-finetune@" + name.partition("@")[2]
 
 
 def _run(code: str) -> dict:

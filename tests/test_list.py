@@ -138,6 +138,9 @@ def test_a_since_between_two_milliseconds_is_rounded_up(store):
     assert parse_window_start(T0 + 0.5, "since") == T0 + 1
     assert parse_window_start(T0, "since") == T0
     assert parse_window_start("2026-01-06T00:00:00.000999Z", "since") == T0 + 5 * DAY + 1
+    # the instant's fraction of a millisecond, not the local time's (review)
+    assert parse_window_start("2026-01-06T01:00:00+01:00:00.000500", "since") == \
+        T0 + 5 * DAY
 
 
 def test_cli_table_on_a_terminal(store):

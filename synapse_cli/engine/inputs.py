@@ -105,8 +105,8 @@ def _epoch_ms(t: dt.datetime) -> int:
 
 
 def legacy_ms(ms: int) -> int:
-    """The time synapse stored for an ISO time of `ms` before _epoch_ms (through a float):
-    `ms` or, for about 0.6% of times with a fraction of a second, `ms - 1`. Deduplication
+    """The time synapse stored for an ISO time of whole millisecond `ms` before _epoch_ms
+    (through a float): `ms` or, for about 0.6% of times with a fraction of a second, `ms - 1`. Deduplication
     accepts it as the same time, so that a log ingested again is not stored twice."""
     return int(ms * 1000 / 10**6 * 1000)
 
@@ -139,8 +139,8 @@ def parse_window_start(value, where: str) -> int:
     ms = parse_timestamp(value, where)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value != int(value):
         return ms + 1
-    if isinstance(value, str) and _iso(value, where).microsecond % 1000:
-        return ms + 1
+    if isinstance(value, str) and (_iso(value, where) - _EPOCH) % dt.timedelta(milliseconds=1):
+        return ms + 1  # of the instant, not the local time: an offset may hold microseconds
     return ms
 
 

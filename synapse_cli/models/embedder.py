@@ -110,18 +110,23 @@ def _packaged_dir() -> Path | None:
 _SAMPLE = 1 << 20  # bytes of the weights hashed at each of their start, middle and end
 
 
-@functools.lru_cache(maxsize=8)
 def _fingerprint(path: Path) -> str:
     """sha256 of a model directory's configuration, tokenizer and size and three samples of its
     weights: different models differ there, and it costs a few milliseconds, not the ~0.2 s of
-    hashing all of a MiniLM's 90 MB at every start of the CLI."""
+    hashing all of a MiniLM's 90 MB at every start of the CLI. Cached per state of the weights
+    file, so that a long-running process sees a model replaced in place."""
+    st = (path / "model.safetensors").stat()
+    return _fingerprint_of(path, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _fingerprint_of(path: Path, size: int, mtime_ns: int) -> str:
     h = hashlib.sha256()
     for name in ("config.json", "tokenizer.json", "modules.json", "sentence_bert_config.json",
                  "1_Pooling/config.json"):
         f = path / name
         h.update(name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"-") + b"\0")
     weights = path / "model.safetensors"
-    size = weights.stat().st_size
     h.update(str(size).encode())
     with open(weights, "rb") as fh:
         for at in (0, max(0, size // 2 - _SAMPLE // 2), max(0, size - _SAMPLE)):
@@ -136,20 +141,24 @@ def model_name(path: Path) -> str:
     fingerprint of its files ("my-model@1a2b3c4d5e6f"). The name of the directory alone let a
     foreign model in a directory called "model" pass for MiniLM, and any two models in
     directories of one name for each other (a hostile pass): their vectors were mixed in one
-    store without a word."""
-    path = Path(path).resolve()
+    store without a word. The name is the directory's as given (a symlink's own name, as
+    before), the files those it leads to."""
+    given, real = Path(path).expanduser().absolute(), Path(path).resolve()
     packaged = _packaged_dir()
-    if packaged is not None and (path == packaged.resolve()
-                                 or _fingerprint(path) == _fingerprint(packaged.resolve())):
+    if packaged is not None and (real == packaged.resolve()
+                                 or _fingerprint(real) == _fingerprint(packaged.resolve())):
         return _MODEL_NAME
-    return f"{path.name}@{_fingerprint(path)[:12]}"
+    return f"{given.name}@{_fingerprint(real)[:12]}"
 
 
 def same_model(stored: str, name: str) -> bool:
     """Whether a store whose manifest names model `stored` may take vectors of model `name`
     (model_name). A store created before names carried a fingerprint records the bare
-    directory name: it accepts a model in a directory of that name, as it did then."""
-    return stored == name or ("@" not in stored and name.partition("@")[0] == stored)
+    directory name: it accepts a model in a directory of that name, as it did then; except
+    all-MiniLM-L6-v2, which names the packaged model's files only (a foreign model in a
+    directory of that name must not pass for it)."""
+    return stored == name or ("@" not in stored and stored != _MODEL_NAME
+                              and name.partition("@")[0] == stored)
 
 
 class ModelDirSetting(FileNotFoundError):

@@ -139,6 +139,10 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
     pr = np.zeros(n, np.float32)
     pred = graph = None
     anchors = np.zeros(0, np.int64)
+    no_result = None  # the default mode returns no semantic node unless they are asked for
+    if cfg.mode == "synapse" and not cfg.semantic_results and not cfg.types:
+        semantic = arrays.semantic()
+        no_result = semantic if semantic.any() else None
     if cfg.mode == "synapse" and n:
         anchors = _anchors(sim, bm25, arrays, cfg)
         if cfg.activation:
@@ -153,10 +157,11 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                 weights, types = np.zeros(0, np.float32), np.zeros(0, np.uint8)
             anchor_sims = np.maximum(sim[anchors], 0)
             if cfg.anchor_energy == "fused":
-                # relative to the best episode's BM25: a node's short "name desc" text often
-                # scores highest and shrank every episode anchor's energy (see rank)
-                episodes = bm25[~arrays.semantic()]
-                top_bm25 = float(episodes.max()) if len(episodes) else 0.0
+                # relative to the best BM25 of what may be returned, as in synapse.rank: a
+                # node's short "name desc" text often scores highest and shrank every episode
+                # anchor's energy
+                returnable = bm25 if no_result is None else bm25[~no_result]
+                top_bm25 = float(returnable.max()) if len(returnable) else 0.0
                 lexical = bm25[anchors] / top_bm25 if top_bm25 > 0 else 0.0
                 anchor_sims = 0.5 * (anchor_sims + lexical)
             anchor_sims = anchor_sims.astype(np.float32)
@@ -176,7 +181,7 @@ def compute_signals(store: Store, arrays: graphview.RecallArrays, query: str,
                 from ..pagerank_cache import pagerank_for  # from consolidation's cache if fresh
 
                 pr = arrays.cache["pagerank"] = pagerank_for(store, arrays)
-    return Signals(sim, dec, imp, bm25, act, pr, pred, anchors, graph=graph)
+    return Signals(sim, dec, imp, bm25, act, pr, pred, anchors, no_result, graph=graph)
 
 
 def _anchors(sim: np.ndarray, bm25: np.ndarray, arrays: graphview.RecallArrays,

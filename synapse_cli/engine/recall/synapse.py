@@ -11,7 +11,8 @@ Pipeline of the default mode (`synapse`):
  5. score = λ1 sim' + λ2 activation + λ3 PageRank (Eq. 5) + λ_bm25 · normalised BM25
     + λ_decay · decay · importance (seed 004's header terms), all weights configurable;
     sim' = cosine min-max normalised over the query's candidates (`fusion="minmax"`), or the
-    raw cosine (`fusion="linear"`, the seed's);
+    raw cosine (`fusion="linear"`, the seed's); the cosine's range and BM25's maximum are
+    those of the records that may be returned (no semantic node, unless asked for);
  6. the current-facts terms and the content priors (currency.py), name bridges (bridges.py)
     and the speaker focus adjust the ranking;
  7. uncertainty gate: rejected when the best activation among the first 10 results is below
@@ -67,8 +68,9 @@ class SynapseSettings:
     # BM25 0.5, decay 0) score 69.5; these, on the same plateau, keep the seed's BM25 and decay
     # weights. In brackets: the in-sample recall@10 change when that one choice goes back to
     # the seed's value, everything else kept.
-    # Anchor energy: "fused" = alpha * (cosine + BM25 / max BM25) / 2, so an anchor found by the
-    # lexical trigger gets energy from its own score; "sim" = Eq. 1, alpha * cosine [-2.8].
+    # Anchor energy: "fused" = alpha * (cosine + BM25 / max BM25) / 2 (max over the records that
+    # may be returned, as in rank), so an anchor found by the lexical trigger gets energy from
+    # its own score; "sim" = Eq. 1, alpha * cosine [-2.8].
     anchor_energy: str = "fused"
     # spreading activation (seed 000 section 4.1 / Table 6)
     alpha: float = 1.0
@@ -463,9 +465,6 @@ def run(store: Store, query: str, query_vec: np.ndarray, cfg: RecallConfig,
     result. `t0`: when recall started (the result's elapsed_ms counts from there)."""
     sig = compute_signals(store, arrays, query, query_vec, cfg, now_ms, embed)
     synapse = cfg.mode == "synapse"
-    if synapse and not cfg.semantic_results and not cfg.types:
-        semantic = arrays.semantic()
-        sig.no_result = semantic if semantic.any() else None
     attributing = synapse and cfg.gate and cfg.attribution
     focusing = synapse and cfg.lambda_speaker > 0
     k = max(cfg.k, cfg.attribution_depth) if attributing or focusing else cfg.k
