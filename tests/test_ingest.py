@@ -315,3 +315,24 @@ def test_iso_times_are_exact_and_a_log_stored_a_millisecond_early_is_still_a_dup
     later = lines(run(store, "ingest", stdin=json.dumps(
         {**line, "timestamp": "2004-03-15T07:55:47.473Z"})))[0]
     assert later["status"] == "stored"  # another time is still another statement
+
+
+@pytest.mark.parametrize("before, after", [("\n\n", '{"text": "x"}'),
+                                           ('{"text": "fine"}\n', '{"text": broken')])
+def test_input_that_changes_between_the_check_and_the_store_pass_exits_65(tmp_path, before,
+                                                                           after):
+    """The input is read twice: a file rewritten in place after the check crashed ingest
+    (nothing valid at the check, then items: AttributeError, exit 70) or was stored in part
+    with "invalid" lines and exit 0 without --skip-invalid (hostile pass)."""
+    src = tmp_path / "in.ndjson"
+    src.write_text(before)
+    hook = (f"import sys\nfrom synapse_cli.commands import ingest_cmd, main\n"
+            f"orig = ingest_cmd._check_all\n"
+            f"def hooked(*a):\n    n = orig(*a)\n    open({str(src)!r}, 'w').write({after!r})\n"
+            f"    return n\n"
+            f"ingest_cmd._check_all = hooked\nsys.argv = ['synapse', '--store', "
+            f"{str(tmp_path / 'st')!r}, 'ingest', {str(src)!r}]\nsys.exit(main.run())\n")
+    p = subprocess.run([sys.executable, "-c", hook], capture_output=True, text=True,
+                       env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300)
+    assert p.returncode == 65, p.stderr
+    assert "changed while being ingested" in p.stderr and "Traceback" not in p.stderr

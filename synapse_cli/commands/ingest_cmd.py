@@ -70,6 +70,12 @@ def _check_all(inputs_, fmt: str, skip_invalid: bool) -> int:
     return n
 
 
+def _changed(what: str, tally) -> UserError:
+    return UserError(f"{what}: the input changed while being ingested", code=DATAERR,
+                     hint=f"the {tally.counts['stored']} items printed before are stored; run "
+                          "the command again on input that does not change")
+
+
 def _embedder(model_dir: str | None):
     from .. import api
 
@@ -160,6 +166,14 @@ def ingest(
             try:
                 for group in _batches(_parse(sources, fmt), settings["ingest.batch"]):
                     items = [x for x in group if not isinstance(x, InputError)]
+                    bad = [x for x in group if isinstance(x, InputError)]
+                    # the input is read twice: a file that changed since the check fails here
+                    if bad and not skip_invalid:
+                        raise _changed(f"{bad[0]}, unlike when the whole input was checked",
+                                       tally)
+                    if items and ing is None:
+                        raise _changed(f"{items[0].where}: input that held nothing valid when "
+                                       "the whole input was checked now holds some", tally)
                     outcomes = iter(ing.add(items).outcomes if items else [])
                     stored_batches += bool(items)
                     # printed only after the commit: a printed line is a stored item
