@@ -895,3 +895,18 @@ def test_an_interrupt_inside_the_sdk_s_task_group_is_a_quiet_stop():
     group = BaseExceptionGroup("unhandled errors in a TaskGroup", [wrapped])
     assert _interrupted(group) and _interrupted(KeyboardInterrupt())
     assert not _interrupted(BaseExceptionGroup("x", [ValueError("a real bug")]))
+
+
+def test_http_on_a_port_already_taken_is_a_clear_error(tmp_path):
+    """A second server on a taken port ended with uvicorn's own log line and exit code 3, which
+    the exit-code table does not have (hostile pass): exit 74, saying what and where."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = subprocess.run([SYNAPSE, "mcp", "--http", f"127.0.0.1:{port}"],
+                           env=env_for(tmp_path / "st"), capture_output=True, text=True,
+                           timeout=120)
+    assert p.returncode == 74, p.stderr
+    assert f"--http 127.0.0.1:{port}: cannot listen there" in p.stderr
+    assert "Traceback" not in p.stderr and "ERROR:" not in p.stderr

@@ -13,7 +13,7 @@ import typer
 
 from . import output
 from .common import QUIET_OPTION, store_path
-from .exits import NOINPUT, USAGE, UserError
+from .exits import IOERR, NOINPUT, USAGE, UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -66,6 +66,8 @@ def mcp(
         raise UserError("--token-file applies to --http only (stdio has no network side)",
                         code=USAGE)
     token = _token(token_file) if token_file is not None else None
+    if address is not None:
+        _check_port(*address)
     # SIGTERM ends the server the way SIGINT does: no half-finished write survives either
     # (each commit is atomic), and the exit is quiet.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -138,6 +140,24 @@ def _address(http: str, allow_remote: bool, token_file: Optional[Path]) -> tuple
                             "(anyone who can reach the port could read and erase the memory)",
                             code=USAGE)
     return host, int(port)
+
+
+def _check_port(host: str, port: int) -> None:
+    """Bind the address once before the server starts: uvicorn reports a port it cannot bind
+    (taken by another server, say) with its own log line and exit code 3."""
+    import socket
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port,
+                                                          type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            s.bind(addr)
+    except OSError as exc:  # gaierror included
+        raise UserError(f"--http {host}:{port}: cannot listen there: "
+                        f"{exc.strerror or exc}", code=IOERR,
+                        hint="another process may hold the port (another synapse mcp?): stop "
+                             "it or pick another port") from None
 
 
 def _is_loopback(host: str) -> bool:
