@@ -515,12 +515,13 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
     and row); a lost or damaged graph, spike log or dormancy file is left out and
     named in `lost` ([{"what", "problem"}]), the indexes are not needed: `import` rebuilds a
     healthy store from the rest; a MANIFEST read although its CRC alone is wrong is named in
-    `manifest_crc` (the problem, or None)."""
+    `manifest_crc` (the problem, or None), and the intact rows it does not count (or segment
+    files it does not name) in `lost` (portable.uncounted_segment_rows)."""
     from store_format import manifest as mf
     from store_format.errors import ChecksumMismatch
 
     from .engine.arguments import flag
-    from .engine.portable import damaged_records, write_export
+    from .engine.portable import damaged_records, uncounted_segment_rows, write_export
     from .engine.store import Store, read_retrying
 
     flag(skip_damaged, "skip_damaged")  # "abc" or nan must not mean a rescue export
@@ -535,6 +536,7 @@ def export(out=None, store=None, skip_damaged: bool = False) -> dict:
             crc = None
         except ChecksumMismatch as exc:
             crc = str(exc)
+            lost += uncounted_segment_rows(s)
         return {**counts, "skipped": [{"id": rid, "problem": p} for _, _, rid, p in damaged],
                 "lost": [{"what": w, "problem": p} for w, p in s.cut + lost],
                 "manifest_crc": crc}

@@ -710,3 +710,22 @@ def test_only_a_full_disk_is_called_a_failed_write_of_the_export(built, tmp_path
         api.export(tmp_path / "x.jsonl", store=built[0])
     assert "writing the export" not in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_skip_damaged_names_the_rows_a_damaged_manifest_no_longer_counts(tmp_path):
+    """A MANIFEST rewritten with a lower record count (its CRC then wrong) was rescued with exit
+    0 and nothing in `lost`: the rows past its count were left out without a word (hostile
+    pass). They are named now."""
+    turns = [("Ann", f"2026-01-{10 + i}T09:00:00Z", f"note {i} about the garden")
+             for i in range(8)]
+    from synapse_cli.models.fake import FakeEmbedder
+
+    p = ingest_chat(tmp_path / "st", turns, FakeEmbedder(384))
+    seg = mf.read_manifest(p, check_files=False).segments[0].file
+    raw = (p / "MANIFEST").read_bytes()
+    assert b'"records":8' in raw
+    (p / "MANIFEST").write_bytes(raw.replace(b'"records":8', b'"records":5'))
+    out = api.export(tmp_path / "x.jsonl", store=p, skip_damaged=True)
+    assert out["records"] == 5 and out["manifest_crc"]
+    assert [x["what"] for x in out["lost"]] == [f"{seg} rows 5-7"]
+    assert "3 more intact ones" in out["lost"][0]["problem"]
