@@ -691,9 +691,24 @@ def _id_in(line: str):
         return None
 
 
+class _ClientGone(logging.Filter):
+    """A client that goes away in the middle of its request is no error of the server: one
+    warning line instead of the SDK's traceback under "Error handling POST request"."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if type(exc).__name__ == "ClientDisconnect":  # starlette.requests.ClientDisconnect
+            record.msg, record.args = "a client went away before its request was read", ()
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
 def _serve_http(server, host: str, port: int, token: str | None) -> None:
     import anyio
     import uvicorn
+
+    logging.getLogger("mcp.server.streamable_http").addFilter(_ClientGone())
 
     app = server.streamable_http_app(host=host)
     if token is not None:

@@ -910,3 +910,22 @@ def test_http_on_a_port_already_taken_is_a_clear_error(tmp_path):
     assert p.returncode == 74, p.stderr
     assert f"--http 127.0.0.1:{port}: cannot listen there" in p.stderr
     assert "Traceback" not in p.stderr and "ERROR:" not in p.stderr
+
+
+def test_http_a_client_that_goes_away_mid_request_is_one_warning_not_a_traceback(tmp_path):
+    """A client that sent half its body and closed left a ten-line ClientDisconnect traceback
+    in the server's log (hostile pass); the server keeps serving either way."""
+    srv = HttpServer(tmp_path / "st")
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % srv.port
+                      + b"Content-Type: application/json\r\n"
+                      b"Accept: application/json, text/event-stream\r\n"
+                      b"Content-Length: 1000\r\n\r\n{\"jsonrpc\"")
+            time.sleep(0.5)
+        time.sleep(1.0)
+        socket.create_connection(("127.0.0.1", srv.port), timeout=5).close()  # still serving
+    finally:
+        code, err = srv.stop()
+    assert "Traceback" not in err and "ClientDisconnect" not in err, err
+    assert "a client went away before its request was read" in err
