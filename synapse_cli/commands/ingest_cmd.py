@@ -66,7 +66,7 @@ def _check_all(inputs_, fmt: str, skip_invalid: bool) -> int:
             output.warn(f"synapse: skipped {x}")
         else:
             raise UserError(str(x), code=DATAERR,
-                            hint="nothing was stored; fix the line or pass --skip-invalid")
+                            hint="nothing was stored; fix the input there or pass --skip-invalid")
     return n
 
 
