@@ -106,8 +106,9 @@ def _epoch_ms(t: dt.datetime) -> int:
 
 def legacy_ms(ms: int) -> int:
     """The time synapse stored for an ISO time of whole millisecond `ms` before _epoch_ms
-    (through a float): `ms` or, for about 0.6% of times with a fraction of a second, `ms - 1`. Deduplication
-    accepts it as the same time, so that a log ingested again is not stored twice."""
+    (through a float): `ms` or, for about 0.6% of times with a fraction of a second, `ms - 1`.
+    Deduplication accepts it as the same time, so that a log ingested again is not stored
+    twice."""
     return int(ms * 1000 / 10**6 * 1000)
 
 
