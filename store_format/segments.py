@@ -236,6 +236,23 @@ def _stored_crc(raw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(raw[:, -4:]).view("<u4")[:, 0]
 
 
+def intact_rows_past(path, committed_records: int, stride: int) -> tuple[int, int]:
+    """(rows the file holds past `committed_records`, how many of them pass their CRC): what a
+    rescue from a damaged MANIFEST that counts fewer records than were written may have lost."""
+    path = Path(path)
+    extra = (path.stat().st_size - FILE_HEADER_BYTES) // stride - committed_records
+    if extra <= 0:
+        return 0, 0
+    with open(path, "rb") as f:
+        f.seek(FILE_HEADER_BYTES + committed_records * stride)
+        raw = np.frombuffer(f.read(extra * stride), np.uint8).reshape(extra, stride)
+    return extra, int((_crc_rows(raw) == _stored_crc(raw)).sum())
+
+
+def is_segment_name(name: str) -> bool:
+    return _NAME_RE.match(name) is not None
+
+
 def _first_fault(raw: np.ndarray, version: int, dim: int, prev_id,
                  payload_bytes: int | None) -> tuple[int, int, type, str] | None:
     """First bad record of uint8 (n, stride): (index, offset in record, error class, message).

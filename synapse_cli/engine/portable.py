@@ -120,27 +120,19 @@ def uncounted_segment_rows(store: Store) -> list[tuple[str, str]]:
     have lost: intact rows a segment file holds past the count that MANIFEST gives it, and
     segment files it does not name. They are not exported (nothing says they were committed),
     and the rescue must say so rather than look complete (a hostile pass lowered the count)."""
-    from store_format import manifest as mf
     from store_format import segments as sg
 
     out, named = [], set()
     for seg in store.segments:
-        path = Path(seg.path)
-        named.add(path.name)
-        stride = seg.header.stride
-        extra = (path.stat().st_size - sg.FILE_HEADER_BYTES) // stride - seg.n
-        if extra <= 0:
-            continue
-        with open(path, "rb") as f:
-            f.seek(sg.FILE_HEADER_BYTES + seg.n * stride)
-            raw = np.frombuffer(f.read(extra * stride), np.uint8).reshape(extra, stride)
-        intact = int((sg._crc_rows(raw) == sg._stored_crc(raw)).sum())
+        name = Path(seg.path).name
+        named.add(name)
+        extra, intact = sg.intact_rows_past(seg.path, seg.n, seg.header.stride)
         if intact:
-            out.append((f"{path.name} rows {seg.n}-{seg.n + extra - 1}",
+            out.append((f"{name} rows {seg.n}-{seg.n + extra - 1}",
                         f"the MANIFEST counts {seg.n} records in this file, which holds "
                         f"{intact} more intact ones after them: not exported"))
     for name in sorted(os.listdir(store.path)):
-        if name.startswith("seg-") and mf.is_data_file(name) and name not in named:
+        if sg.is_segment_name(name) and name not in named:
             out.append((name, "a segment file the MANIFEST does not name: not exported"))
     return out
 
@@ -304,8 +296,7 @@ def _check_record(r: dict, n: int, prev_id: int) -> None:
                                                     "0 .. 2^53")
     for key in ("speaker", "session", "source"):
         _want(_opt_str(r.get(key)), n, f"{key} must be a non-empty string or null")
-    _want(isinstance(r.get("tags"), list) and all(isinstance(t, str) for t in r["tags"]), n,
-          "tags must be a list of strings")
+    _want(_is_str_list(r.get("tags")), n, "tags must be a list of strings")
     _check_tags(r, n)
     _want(r.get("meta") is None or isinstance(r["meta"], dict), n, "meta must be an object "
                                                                     "or null")
